@@ -1,0 +1,37 @@
+// Common types and macros for every h3cupy kernel. No toolkit headers: NVRTC ships none of
+// cuda_bf16.h / cuda_fp8.h, so raw bit types and inline PTX stand in for them.
+#pragma once
+
+namespace h3 {
+
+using u8 = unsigned char;
+using u16 = unsigned short;
+using u32 = unsigned int;
+using u64 = unsigned long long;
+using i64 = long long;
+
+// bf16 values travel as their raw 16 bits.
+using bf16_t = u16;
+
+#define H3_DEVICE __device__ __forceinline__
+
+template <typename T>
+H3_DEVICE constexpr T ceil_div(T a, T b) {
+  return (a + b - 1) / b;
+}
+
+// 16-byte vector load / store (callers guarantee 16-byte alignment).
+H3_DEVICE uint4 ld16(const void* p) { return *reinterpret_cast<const uint4*>(p); }
+H3_DEVICE void st16(void* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
+
+// NOTE: streaming loads for data read exactly once (x rows): evict-first keeps the small,
+// reused AdaLN tables in L2.
+H3_DEVICE uint4 ld16_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+}  // namespace h3

@@ -1,0 +1,81 @@
+// Scalar codecs: bf16, e4m3 (saturating), ue4m3, e2m1, nibble packing.
+// Every encoder rounds to nearest even, exactly like formats.py on the host.
+#pragma once
+#include "h3/common.cuh"
+
+namespace h3 {
+
+// ---------------------------------------------------------------- bf16
+H3_DEVICE float bf16_to_f32(bf16_t b) { return __uint_as_float(static_cast<u32>(b) << 16); }
+
+H3_DEVICE bf16_t f32_to_bf16(float f) {
+  bf16_t r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+
+// round an fp32 to the nearest bf16 and return it as fp32
+H3_DEVICE float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+H3_DEVICE void unpack_bf16x8(uint4 v, float (&f)[8]) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+H3_DEVICE u32 pack_bf16x2(bf16_t lo, bf16_t hi) {
+  return static_cast<u32>(lo) | (static_cast<u32>(hi) << 16);
+}
+
+// ---------------------------------------------------------------- e4m3 / ue4m3
+// e4m3 (float8_e4m3fn): RNE, out-of-range finite values saturate to +-448.
+H3_DEVICE u32 e4m3x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  u16 r;
+  // NOTE: the first source operand lands in the upper byte.
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  // FP8 kernels are refused on older targets by the Python layer; this keeps them compiling.
+  __trap();
+  return 0;
+#endif
+}
+
+H3_DEVICE u8 e4m3(float f) { return static_cast<u8>(e4m3x2(f, 0.f) & 0xff); }
+
+// ue4m3 scale byte: e4m3 of a non-negative value with the sign bit cleared.
+H3_DEVICE u8 ue4m3(float f) { return static_cast<u8>(e4m3(f) & 0x7f); }
+
+H3_DEVICE float e4m3_to_f32(u8 c) {
+  const u32 e = (c >> 3) & 0xf, m = c & 7;
+  // NOTE: subnormals are m * 2^-9; normals are built from the bits (bias 7 -> fp32 bias 127).
+  const float mag = e ? __uint_as_float(((e + 120u) << 23) | (m << 20)) : static_cast<float>(m) * 0.001953125f;
+  return (c & 0x80) ? -mag : mag;
+}
+
+// ---------------------------------------------------------------- e2m1
+// e2m1 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, code 0..7, sign in bit 3. RNE to the even code
+// and saturation at 6, written as one compare per code boundary: ties at 0.25, 1.25, 2.5 and 5
+// go down (to the even codes 0, 2, 4, 6), ties at 0.75, 1.75 and 3.5 go up (codes 2, 4, 6).
+// NOTE: the same formula is used on every target, including sm_120a where
+// cvt.rn.satfinite.e2m1x2 exists, so the code that the H200 tests is the code SM120 runs.
+H3_DEVICE u32 e2m1(float f) {
+  const float a = fabsf(f);
+  const u32 code = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+                   (a >= 3.5f) + (a > 5.0f);
+  return code | ((__float_as_uint(f) >> 28) & 0x8u);
+}
+
+// 8 values -> 8 nibbles, element 2j in the low nibble of byte j.
+H3_DEVICE u32 e2m1x8(const float (&v)[8]) {
+  u32 r = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) r |= e2m1(v[i]) << (4 * i);
+  return r;
+}
+
+}  // namespace h3

@@ -1,0 +1,56 @@
+// Quantization recipes shared by every kernel (SPEC.md section 1).
+#pragma once
+#include "h3/numeric.cuh"
+
+namespace h3 {
+
+// fp32(1/6), the constant of the NVFP4 block-scale rule.
+constexpr float kRcp6 = 0.16666667163372040f;
+constexpr float kE4m3Max = 448.f;
+
+// Per-token / per-channel FP8 scale from a row amax: s = max(amax, 1e-12) / 448 (IEEE division).
+H3_DEVICE float fp8_scale_from_amax(float amax) { return __fdiv_rn(fmaxf(amax, 1e-12f), kE4m3Max); }
+
+// 8 values -> 8 e4m3 codes of v / s, a true IEEE division per element (SPEC: a multiply by a
+// reciprocal of s lands on the other side of an e4m3 tie for ~5 codes in 10,000).
+H3_DEVICE uint2 fp8_codes_x8(const float (&v)[8], float s) {
+  u32 w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = e4m3x2(__fdiv_rn(v[2 * i], s), __fdiv_rn(v[2 * i + 1], s));
+  return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+}
+
+// One NVFP4 block of 16 values with global scale g:
+//   sf = ue4m3((bamax * fp32(1/6)) * g), os = sf != 0 ? g / float(sf) : 0, code = e2m1(v * os).
+// Returns the 8 code bytes (element 2j in the low nibble of byte j) and the scale byte.
+struct Nvfp4Block {
+  uint2 codes;
+  u8 sf;
+};
+
+H3_DEVICE Nvfp4Block nvfp4_block(const float (&v)[16], float g) {
+  float bamax = 0.f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) bamax = fmaxf(bamax, fabsf(v[i]));
+  Nvfp4Block b;
+  b.sf = ue4m3((bamax * kRcp6) * g);
+  const float sfd = e4m3_to_f32(b.sf);
+  const float os = b.sf ? __fdiv_rn(g, sfd) : 0.f;
+  float lo[8], hi[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    lo[i] = v[i] * os;
+    hi[i] = v[8 + i] * os;
+  }
+  b.codes = make_uint2(e2m1x8(lo), e2m1x8(hi));
+  return b;
+}
+
+// Byte offset of scale SF[r, c] in the 128x4 swizzled layout of a [R, C] scale matrix
+// (C padded to C4 = ceil(C/4)*4 columns).
+H3_DEVICE i64 sf_128x4_offset(i64 r, int c, int n_cols) {
+  const int c4 = (n_cols + 3) / 4;
+  return ((r / 128) * c4 + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
+}
+
+}  // namespace h3

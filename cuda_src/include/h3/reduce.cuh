@@ -1,0 +1,45 @@
+// Warp and block reductions with a fixed order (bitwise deterministic run to run).
+#pragma once
+#include "h3/common.cuh"
+
+namespace h3 {
+
+H3_DEVICE float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+H3_DEVICE float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide sum / max for kWarps warps; every thread gets the result. `smem` holds kWarps
+// floats; the call ends with a barrier so `smem` may be reused right after.
+template <int kWarps>
+H3_DEVICE float block_sum(float v, float* smem) {
+  v = warp_sum(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  float t = lane < kWarps ? smem[lane] : 0.f;
+  t = warp_sum(t);
+  __syncthreads();
+  return t;
+}
+
+template <int kWarps>
+H3_DEVICE float block_max(float v, float* smem) {
+  v = warp_max(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  float t = lane < kWarps ? smem[lane] : 0.f;
+  t = warp_max(t);
+  __syncthreads();
+  return t;
+}
+
+}  // namespace h3

@@ -1,0 +1,96 @@
+// Device weight helpers (SPEC.md section 7): per-row FP8, NVFP4 with linear or 128x4-swizzled
+// scales, tensor amax, the NVFP4 global scale, and row permutations.
+// These prepare weights once; they favour simple, exact code over peak bandwidth.
+#include "h3/numeric.cuh"
+#include "h3/quant.cuh"
+#include "h3/reduce.cuh"
+
+namespace h3 {
+
+constexpr int kQuantThreads = 256;
+
+// Per-row FP8 of a bf16 [rows, K] matrix (K a multiple of 8): s = max(amax, 1e-12) / 448,
+// codes e4m3(w / s) (true division, saturating). One CTA per source row. Row r is written to
+// row dst_row[r] of the outputs (identity when dst_row is null): the FC1 prepack.
+__global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_smxx(
+    const bf16_t* __restrict__ w, int K, const i64* __restrict__ dst_row, u8* __restrict__ q,
+    float* __restrict__ scale) {
+  __shared__ float red[kQuantThreads / 32];
+  const i64 r = blockIdx.x;
+  const bf16_t* row = w + r * K;
+  float amax = 0.f;
+  for (int k = 8 * threadIdx.x; k < K; k += 8 * kQuantThreads) {
+    float f[8];
+    unpack_bf16x8(ld16(row + k), f);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
+  }
+  amax = block_max<kQuantThreads / 32>(amax, red);
+  const float s = fp8_scale_from_amax(amax);
+  const i64 d = dst_row ? dst_row[r] : r;
+  for (int k = 8 * threadIdx.x; k < K; k += 8 * kQuantThreads) {
+    float f[8];
+    unpack_bf16x8(ld16(row + k), f);
+    *reinterpret_cast<uint2*>(q + d * K + k) = fp8_codes_x8(f, s);
+  }
+  if (threadIdx.x == 0) scale[d] = s;
+}
+
+// max |x| over n bf16 values (n a multiple of 8) into *amax_bits (fp32 bits; the caller zeroes
+// it first). Non-negative floats order like their bit patterns, so an integer atomicMax works.
+__global__ void __launch_bounds__(kQuantThreads) absmax_bf16_smxx(const bf16_t* __restrict__ x,
+                                                                  i64 n, u32* __restrict__ amax_bits) {
+  __shared__ float red[kQuantThreads / 32];
+  float amax = 0.f;
+  for (i64 i = 8 * (static_cast<i64>(blockIdx.x) * kQuantThreads + threadIdx.x); i < n;
+       i += 8 * static_cast<i64>(gridDim.x) * kQuantThreads) {
+    float f[8];
+    unpack_bf16x8(ld16(x + i), f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
+  }
+  amax = block_max<kQuantThreads / 32>(amax, red);
+  if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(amax));
+}
+
+// g = 448 * 6 / max(amax, 1e-12) in fp32. amax comes from the device (amax_dev) or, when that is
+// null, from the host value amax_host.
+__global__ void nvfp4_global_scale_smxx(const float* __restrict__ amax_dev, float amax_host,
+                                        float* __restrict__ g) {
+  const float amax = amax_dev ? *amax_dev : amax_host;
+  *g = __fdiv_rn(2688.f, fmaxf(amax, 1e-12f));
+}
+
+// NVFP4 quantization of a bf16 [rows, K] matrix (K a multiple of 16) with the global scale
+// *g: packed codes [rows, K/2], scales linear [rows, K/16] or 128x4-swizzled (the caller zeroes a
+// swizzled buffer first so that its padding bytes are 0). One thread per 16-value block.
+__global__ void __launch_bounds__(kQuantThreads) fp4_quantize_smxx(
+    const bf16_t* __restrict__ a, i64 rows, int K, const float* __restrict__ g_ptr,
+    u8* __restrict__ q, u8* __restrict__ sf, int swizzled) {
+  const int n_cols = K / 16;
+  const i64 n_blocks = rows * n_cols;
+  const float g = *g_ptr;
+  for (i64 b = static_cast<i64>(blockIdx.x) * kQuantThreads + threadIdx.x; b < n_blocks;
+       b += static_cast<i64>(gridDim.x) * kQuantThreads) {
+    const i64 r = b / n_cols;
+    const int c = static_cast<int>(b % n_cols);
+    const bf16_t* src = a + r * K + 16 * c;
+    float v[16];
+    unpack_bf16x8(ld16(src), *reinterpret_cast<float(*)[8]>(&v[0]));
+    unpack_bf16x8(ld16(src + 8), *reinterpret_cast<float(*)[8]>(&v[8]));
+    const Nvfp4Block blk = nvfp4_block(v, g);
+    *reinterpret_cast<uint2*>(q + r * (K / 2) + 8 * c) = blk.codes;
+    sf[swizzled ? sf_128x4_offset(r, c, n_cols) : b] = blk.sf;
+  }
+}
+
+// dst[i, :] = src[src_row[i], :] for rows of `words` 32-bit words.
+__global__ void __launch_bounds__(kQuantThreads) permute_rows_smxx(
+    const u32* __restrict__ src, u32* __restrict__ dst, i64 words, const i64* __restrict__ src_row) {
+  const i64 i = blockIdx.x;
+  const u32* s = src + src_row[i] * words;
+  u32* d = dst + i * words;
+  for (i64 k = threadIdx.x; k < words; k += kQuantThreads) d[k] = s[k];
+}
+
+}  // namespace h3

@@ -1,0 +1,1 @@
+"""Op-agnostic machinery: targets, run-time compilation, launches, interop and input checks."""

@@ -1,0 +1,68 @@
+"""Device -> NVRTC target, and what each target can run.
+
+The target string is spelled exactly as NVRTC wants it after ``-arch=``. The ``a`` targets are
+the architecture-specific ones: ``sm_90a`` unlocks wgmma/setmaxnreg on Hopper, ``sm_120a`` the
+block-scaled ``mma.sync kind::*`` forms on GB202 boards.
+"""
+
+from __future__ import annotations
+
+import functools
+
+# compute capability -> NVRTC target
+_TARGETS: dict[tuple[int, int], str] = {
+    (12, 0): "sm_120a",
+    (9, 0): "sm_90a",
+    (8, 9): "sm_89",
+    (8, 0): "sm_80",
+}
+
+#: every target h3cupy builds for, newest first
+TARGETS: tuple[str, ...] = tuple(_TARGETS.values())
+
+#: targets compiled by CI on a machine without a GPU
+CI_TARGETS: tuple[str, ...] = ("sm_120a", "sm_90a", "sm_89")
+
+
+def target_for_capability(major: int, minor: int) -> str:
+    """Map a compute capability to the NVRTC target h3cupy compiles for.
+
+    Raises RuntimeError for a device h3cupy has no kernels for.
+    """
+    try:
+        return _TARGETS[(major, minor)]
+    except KeyError:
+        known = ", ".join(f"{a}.{b} ({t})" for (a, b), t in _TARGETS.items())
+        raise RuntimeError(
+            f"h3cupy has no kernels for compute capability {major}.{minor}; supported: {known}. "
+            "Run on one of those GPUs."
+        ) from None
+
+
+def sm_number(target: str) -> int:
+    """'sm_90a' -> 90, 'sm_120a' -> 120."""
+    digits = target.removeprefix("sm_").rstrip("af")
+    return int(digits)
+
+
+def supports_fp8(target: str) -> bool:
+    """e4m3 conversions (cvt.rn.satfinite.e4m3x2) and e4m3 mma.sync need sm_89 or newer."""
+    return sm_number(target) >= 89
+
+
+@functools.cache
+def device_target(device_id: int | None = None) -> str:
+    """The target of a CUDA device (the current one when ``device_id`` is None)."""
+    import cupy
+
+    dev = cupy.cuda.Device(device_id) if device_id is not None else cupy.cuda.Device()
+    cc = dev.compute_capability  # e.g. "90"
+    major, minor = int(cc[:-1]), int(cc[-1])
+    return target_for_capability(major, minor)
+
+
+def current_target() -> str:
+    """Target of the current CUDA device."""
+    import cupy
+
+    return device_target(cupy.cuda.Device().id)

@@ -1,0 +1,65 @@
+"""Kernel launches on the caller's stream.
+
+Arguments are passed as explicitly typed NumPy scalars so that the bytes match the kernel's
+parameter list on every platform (a Python int would be passed as whatever CuPy picks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .interop import Tensor, current_stream_ptr
+
+_SMEM_DEFAULT_LIMIT = 48 * 1024
+_smem_unlocked: dict[int, int] = {}  # id(kernel) -> dynamic smem limit already set
+
+
+def ptr(t) -> np.uint64:
+    """A device pointer argument from a Tensor or a CuPy array (0 for an absent operand)."""
+    if t is None:
+        return np.uint64(0)
+    if isinstance(t, Tensor):
+        return np.uint64(t.ptr)
+    return np.uint64(t.data.ptr)
+
+
+def stream(tensors: list[Tensor]):
+    """The caller's current stream as a CuPy stream object (usable as a context manager, so
+    that CuPy fills and copies stay ordered with h3cupy's launches)."""
+    import cupy
+
+    return cupy.cuda.ExternalStream(current_stream_ptr(tensors))
+
+
+def i32(v: int) -> np.int32:
+    return np.int32(v)
+
+
+def i64(v: int) -> np.int64:
+    return np.int64(v)
+
+
+def f32(v: float) -> np.float32:
+    return np.float32(v)
+
+
+def launch(
+    kernel,
+    grid: int | tuple[int, ...],
+    block: int | tuple[int, ...],
+    args: tuple,
+    *,
+    tensors: list[Tensor],
+    smem: int = 0,
+) -> None:
+    """Launch ``kernel`` on the current stream of the operands' framework.
+
+    Dynamic shared memory above 48 KiB is unlocked on the kernel object the first time it is
+    asked for (``cudaFuncAttributeMaxDynamicSharedMemorySize``).
+    """
+    if smem > _SMEM_DEFAULT_LIMIT and _smem_unlocked.get(id(kernel), 0) < smem:
+        kernel.max_dynamic_shared_size_bytes = smem
+        _smem_unlocked[id(kernel)] = smem
+    grid = (grid,) if isinstance(grid, int) else tuple(grid)
+    block = (block,) if isinstance(block, int) else tuple(block)
+    kernel(grid, block, args, shared_mem=smem, stream=stream(tensors))

@@ -1,0 +1,1 @@
+"""One module per operator family: docstring (math, shapes) -> checks -> kernel -> launch."""

@@ -1,0 +1,179 @@
+"""The shared prologue: RMSNorm + indexed AdaLN, written as bf16, per-token FP8 or NVFP4.
+
+Math (SPEC.md section 2), for row m of x and table row i = adaln_index[m]::
+
+    rstd = rsqrt(sum_k x_k^2 / K + eps)        fp32 accumulation
+    n_k  = bf16((x_k * rstd) * w_k)
+    s1_k = bf16(adaln_scale[i, k] + 1)
+    a_k  = bf16(fma(n_k, s1_k, adaln_shift[i, k]))
+    a    = 0 for the whole row when i is outside [0, rows)   (guarded on the device)
+
+then, by ``out_format``:
+
+* ``"bf16"``: ``a`` itself, bf16 ``[M, K]``;
+* ``"fp8"``: per-token FP8, ``s = max(amax|a|, 1e-12) / 448``, codes ``e4m3(a / s)`` (true
+  division): e4m3 ``[M, K]`` + fp32 ``[M]``;
+* ``"nvfp4"``: NVFP4 blocks of 16 with the device global scale ``act_global_scale[0]``: packed e2m1
+  uint8 ``[M, K/2]`` + linear ue4m3 scales uint8 ``[M, K/16]``.
+
+One launch, one CTA per row; no host sync; no allocation when every output is supplied.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ..core import arch, checks, interop, jit
+from ..core.launch import f32, i64, launch, ptr
+
+D = 5376
+_OUT_CODES = {"bf16": 0, "fp8": 1, "nvfp4": 2}
+_INDEX_CTYPES = {"int32": "int", "int64": "long long"}
+
+PROLOGUE = jit.ModuleSpec(
+    "kernels/prologue.cu",
+    tuple(
+        f"h3::prologue_smxx<{D}, {code}, {ctype}>"
+        for code in _OUT_CODES.values()
+        for ctype in _INDEX_CTYPES.values()
+    ),
+)
+_THREADS = ((D // 16 + 31) // 32) * 32
+
+
+class NormAdalnOutput(NamedTuple):
+    """``a``: bf16 activation (None unless asked for in a quantized mode); ``q``: e4m3 codes or
+    packed e2m1 (None for bf16); ``scale``: fp32 per-token scales or ue4m3 block scales."""
+
+    a: Any
+    q: Any
+    scale: Any
+
+
+def check_prologue_inputs(
+    x, x_norm_weight, adaln_scale, adaln_shift, adaln_index
+) -> tuple[interop.Tensor, ...]:
+    """Wrap and validate the five prologue operands; returns them as Tensors plus
+    (rows, row stride) of the tables."""
+    xt = interop.as_tensor(x, "x")
+    dev = xt.device
+    checks.check_dtype(xt, "x", "bf16")
+    checks.check_shape(xt, "x", (None, D), "(tokens x hidden 5376)")
+    m = xt.shape[0]
+    if m < 1 or m > 2**31 - 1:
+        raise ValueError(f"x: expected 1 <= M < 2^31 rows, got M = {m}")
+    checks.check_tensor(xt, "x", "bf16", (m, D), dev)
+    wt = interop.as_tensor(x_norm_weight, "x_norm_weight")
+    checks.check_tensor(wt, "x_norm_weight", "bf16", (D,), dev)
+    st = interop.as_tensor(adaln_scale, "adaln_scale")
+    ht = interop.as_tensor(adaln_shift, "adaln_shift")
+    rows, stride = checks.check_table(st, "adaln_scale", D, dev)
+    rows_h, stride_h = checks.check_table(ht, "adaln_shift", D, dev)
+    if (rows_h, stride_h) != (rows, stride):
+        raise ValueError(
+            f"adaln_shift: expected the same rows and row stride as adaln_scale ({rows}, "
+            f"{stride}), got ({rows_h}, {stride_h}); pass two chunks of one modulation "
+            "projection, or two tables of one layout"
+        )
+    it = interop.as_tensor(adaln_index, "adaln_index")
+    checks.check_tensor(it, "adaln_index", ("int32", "int64"), (m,), dev, align=it.raw.itemsize)
+    return xt, wt, st, ht, it, rows, stride
+
+
+def norm_adaln(
+    x,
+    x_norm_weight,
+    adaln_scale,
+    adaln_shift,
+    adaln_index,
+    *,
+    eps: float = 1e-5,
+    out_format: str = "bf16",
+    act_global_scale=None,
+    a=None,
+    q=None,
+    scale=None,
+    write_bf16: bool = False,
+) -> NormAdalnOutput:
+    """RMSNorm + indexed AdaLN of ``x``, written as bf16, per-token FP8 or NVFP4.
+
+    Args:
+        x: bf16 ``[M, 5376]`` contiguous hidden states.
+        x_norm_weight: bf16 ``[5376]`` RMSNorm weight.
+        adaln_scale, adaln_shift: bf16 ``[rows, 5376]`` tables (rows >= 1), unit column stride,
+            one shared row stride that is a multiple of 8 elements, 16-byte aligned base; column
+            chunks of a ``[rows, 6*5376]`` modulation projection are taken as they are.
+        adaln_index: int32 or int64 ``[M]``; an index outside ``[0, rows)`` gives a zero row.
+        eps: RMSNorm epsilon (positive, finite).
+        out_format: ``"bf16"``, ``"fp8"`` or ``"nvfp4"``.
+        act_global_scale: fp32 ``[1]`` device array, the NVFP4 global scale (``"nvfp4"`` only).
+        a: optional bf16 ``[M, 5376]`` output for the activation (required storage in ``"bf16"``
+            mode; in quantized modes it is written only when given or ``write_bf16``).
+        q: optional output codes: e4m3 ``[M, 5376]`` (fp8) or uint8 ``[M, 2688]`` (nvfp4).
+        scale: optional output scales: fp32 ``[M]`` (fp8) or uint8 ``[M, 336]`` (nvfp4, linear).
+        write_bf16: in a quantized mode, also return the bf16 activation (allocated if ``a`` is
+            None).
+
+    Returns:
+        NormAdalnOutput(a, q, scale) in the caller's framework (torch in, torch out).
+    """
+    checks.check_choice(out_format, "out_format", tuple(_OUT_CODES))
+    eps = checks.check_positive_finite(eps, "eps")
+    xt, wt, st, ht, it, rows, stride = check_prologue_inputs(
+        x, x_norm_weight, adaln_scale, adaln_shift, adaln_index
+    )
+    dev, m = xt.device, xt.shape[0]
+    target = arch.device_target(dev)
+    if out_format != "bf16" and not arch.supports_fp8(target):
+        raise RuntimeError(
+            f"out_format={out_format!r} needs an sm_89 or newer GPU; this one is {target}"
+        )
+
+    def out(t, name, fmt, shape, fp8=False):
+        if t is None:
+            return interop.empty(shape, fmt, like=xt)
+        tt = interop.as_tensor(t, name, fp8_as="e4m3" if fp8 else None)
+        checks.check_tensor(tt, name, fmt, shape, dev)
+        return tt
+
+    at = qt = sct = gt = None
+    if out_format == "bf16" or a is not None or write_bf16:
+        at = out(a, "a", "bf16", (m, D))
+    if out_format == "fp8":
+        qt = out(q, "q", "e4m3", (m, D), fp8=True)
+        sct = out(scale, "scale", "float32", (m,))
+    elif out_format == "nvfp4":
+        if act_global_scale is None:
+            raise ValueError(
+                "act_global_scale: required for out_format='nvfp4'; pass the fp32 [1] device "
+                "array from nvfp4_global_scale_from_amax(amax)"
+            )
+        gt = interop.as_tensor(act_global_scale, "act_global_scale")
+        checks.check_tensor(gt, "act_global_scale", "float32", (1,), dev, align=4)
+        qt = out(q, "q", "uint8", (m, D // 2))
+        sct = out(scale, "scale", "uint8", (m, D // 16))
+
+    name = f"h3::prologue_smxx<{D}, {_OUT_CODES[out_format]}, {_INDEX_CTYPES[it.fmt]}>"
+    kernel = jit.get_kernel(PROLOGUE, name, target)
+    tensors = [xt, wt, st, ht, it] + [t for t in (at, qt, sct, gt) if t is not None]
+    launch(
+        kernel,
+        m,
+        _THREADS,
+        (
+            ptr(xt),
+            ptr(wt),
+            ptr(st),
+            ptr(ht),
+            i64(stride),
+            i64(rows),
+            ptr(it),
+            f32(eps),
+            ptr(at),
+            ptr(qt),
+            ptr(sct),
+            ptr(gt),
+        ),
+        tensors=tensors,
+    )
+    return NormAdalnOutput(*(interop.export(t) if t is not None else None for t in (at, qt, sct)))

@@ -1,0 +1,218 @@
+"""Shared by the tests, ``python -m h3cupy.selftest`` and the benchmarks: device upload of
+reference inputs, output poisoning, comparison against the NumPy references with the SPEC.md
+section 8 bounds, and CUDA-event timing.
+
+Each ``check_*`` function runs one operator on fresh random inputs in the model's distributions,
+compares with :mod:`h3cupy.reference`, and returns :class:`Check` rows; it never raises on a
+numerical mismatch (callers decide), so the self-test can print a table of everything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable
+
+import numpy as np
+
+from . import formats
+
+# ------------------------------------------------------------------------------------- results
+
+
+@dataclasses.dataclass
+class Check:
+    op: str
+    shape: str
+    metric: str
+    value: float
+    bound: float
+    passed: bool
+    detail: str = ""
+
+    def row(self) -> str:
+        flag = "PASS" if self.passed else "FAIL"
+        return (
+            f"{self.op:<34} {self.shape:<28} {self.metric:<26} {self.value:>11.4g} "
+            f"{self.bound:>10.4g}  {flag} {self.detail}"
+        )
+
+
+def exact(op: str, shape: str, what: str, got: np.ndarray, want: np.ndarray) -> Check:
+    """Bit-exact comparison (codes, scales); value = number of differing elements."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return Check(
+            op,
+            shape,
+            f"{what} mismatches",
+            float("inf"),
+            0,
+            False,
+            f"shape {got.shape} != {want.shape}",
+        )
+    bad = (
+        got.view(np.uint8) != want.view(np.uint8)
+        if got.dtype.itemsize == want.dtype.itemsize
+        else got != want
+    )
+    n = int(np.count_nonzero(bad))
+    detail = ""
+    if n:
+        i = np.argwhere(got != want)[0]
+        detail = f"first at {tuple(int(j) for j in i)}: got {got[tuple(i)]} want {want[tuple(i)]}"
+    return Check(op, shape, f"{what} mismatches", n, 0, n == 0, detail)
+
+
+def bf16_ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Distance in bf16 ulps between two arrays of bf16 values (as float32), via the ordered
+    integer encoding of the bf16 bit patterns."""
+
+    def ordered(a: np.ndarray) -> np.ndarray:
+        b = formats.to_bf16(a).view(np.uint16).astype(np.int32)
+        return np.where(b & 0x8000, 0x8000 - b, b)
+
+    return np.abs(ordered(got) - ordered(want))
+
+
+def bf16_close(
+    op: str,
+    shape: str,
+    got: np.ndarray,
+    want: np.ndarray,
+    *,
+    max_ulps: int = 1,
+    min_identical: float = 0.999,
+) -> list[Check]:
+    """The prologue acceptance: within ``max_ulps`` bf16 ulps everywhere and identical on at
+    least ``min_identical`` of the elements (an approximate rsqrt may move a rounding)."""
+    got = np.asarray(got, np.float32)
+    want = np.asarray(want, np.float32)
+    nan = int(np.count_nonzero(~np.isfinite(got)))
+    ulps = bf16_ulps(got, want)
+    worst = int(ulps.max()) if ulps.size else 0
+    ident = float(np.count_nonzero(ulps == 0)) / max(1, ulps.size)
+    return [
+        Check(
+            op,
+            shape,
+            "max bf16 ulps",
+            worst if not nan else float("inf"),
+            max_ulps,
+            worst <= max_ulps and nan == 0,
+            f"{nan} non-finite" if nan else "",
+        ),
+        Check(op, shape, "identical fraction", ident, min_identical, ident >= min_identical),
+    ]
+
+
+# ------------------------------------------------------------------------------------- devices
+
+
+def gpu_available() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def upload(a: np.ndarray):
+    """Copy a NumPy array to the current GPU, keeping views as views: a strided view of a larger
+    array (a column chunk of a modulation projection) becomes the same view of the uploaded
+    base, so the kernels see the real strides."""
+    import cupy
+
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root is a or not isinstance(root, np.ndarray):
+        return cupy.asarray(np.ascontiguousarray(a))
+    base_d = cupy.asarray(np.ascontiguousarray(root))
+    offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return cupy.ndarray(a.shape, a.dtype, base_d.data + offset, strides=a.strides)
+
+
+def download(a) -> np.ndarray:
+    """A device array (CuPy or torch) back to NumPy; bf16 comes back as ml_dtypes.bfloat16."""
+    import cupy
+
+    if type(a).__module__.startswith("torch"):
+        import torch
+
+        if a.dtype == torch.bfloat16:
+            return a.view(torch.int16).cpu().numpy().view(formats.BF16)
+        if a.dtype == torch.float8_e4m3fn:
+            return a.view(torch.uint8).cpu().numpy()
+        return a.cpu().numpy()
+    return cupy.asnumpy(a)
+
+
+def poison(*arrays) -> None:
+    """Fill outputs with 0xFF bytes (NaN for bf16/fp32/e4m3) before a launch, so an element the
+    kernel forgets to write cannot pass as a right answer."""
+    for a in arrays:
+        if a is None:
+            continue
+        if type(a).__module__.startswith("torch"):
+            import torch
+
+            a.view(torch.uint8).fill_(0xFF) if a.dtype != torch.uint8 else a.fill_(0xFF)
+        else:
+            a.view(np.uint8).fill(0xFF)
+
+
+def empty_like_spec(shape, dtype):
+    import cupy
+
+    return cupy.empty(shape, dtype=dtype)
+
+
+# -------------------------------------------------------------------------------------- timing
+
+
+def bench(
+    fn: Callable[[int], object], *, reps: int = 30, warmup: int = 5, rotate: int = 1
+) -> dict[str, float]:
+    """Time ``fn(i)`` with CUDA events on the current stream; ``i`` cycles over ``rotate`` input
+    sets (to keep inputs out of L2). Returns median / min / max milliseconds per call."""
+    import cupy
+
+    for i in range(warmup):
+        fn(i % rotate)
+    stream = cupy.cuda.get_current_stream()
+    times = []
+    for i in range(reps):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        fn(i % rotate)
+        stop.record(stream)
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return {
+        "median_ms": statistics.median(times),
+        "min_ms": min(times),
+        "max_ms": max(times),
+        "reps": reps,
+    }
+
+
+def device_info() -> dict[str, object]:
+    import cupy
+
+    dev = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"]
+    name = name.decode() if isinstance(name, bytes) else name
+    from .core import arch, jit
+
+    return {
+        "gpu": name,
+        "compute_capability": dev.compute_capability,
+        "target": arch.device_target(dev.id),
+        "sms": props["multiProcessorCount"],
+        "cupy": cupy.__version__,
+        "nvrtc": ".".join(map(str, jit.nvrtc_version())),
+        "driver": cupy.cuda.runtime.driverGetVersion(),
+    }

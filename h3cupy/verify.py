@@ -1,0 +1,214 @@
+"""Kernel-vs-reference checks, one function per operator family. Used by ``tests/`` (which
+assert every returned :class:`~h3cupy.testing.Check` passed) and by ``python -m h3cupy.selftest``
+(which prints them as a table).
+
+Every check draws fresh random inputs in the model's distributions, poisons each output before
+the launch, and compares against the NumPy references with the SPEC.md section 8 bounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import formats, reference, weights
+from .ops import prologue as prologue_op
+from .reference import inputs as ref_inputs
+from .testing import Check, bf16_close, download, exact, poison, upload
+
+D = 5376
+
+
+def _device_inputs(m: int, rows: int, index_dtype, rng: np.random.Generator):
+    host = ref_inputs.prologue_inputs(m, rows=rows, k=D, index_dtype=index_dtype, rng=rng)
+    if np.dtype(index_dtype) == np.int64 and m >= 4:
+        # NOTE: extreme int64 values must be guarded too (never truncated to a valid int32).
+        host["adaln_index"][m - 1] = -(2**63)
+        host["adaln_index"][m - 2] = 2**40 + 1
+    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index")
+    dev = {k: upload(host[k]) for k in keys}
+    return host, dev
+
+
+def check_prologue(
+    m: int,
+    rows: int,
+    index_dtype=np.int64,
+    rng: np.random.Generator | None = None,
+    formats_: tuple[str, ...] = ("bf16", "fp8", "nvfp4"),
+) -> list[Check]:
+    """RMSNorm + AdaLN prologue in every output format at one shape.
+
+    * bf16 activation: within 1 bf16 ulp of the float64-rstd reference and identical on >= 99.9%
+      of elements (issue acceptance; the kernel's MUFU rsqrt and fp32 summation order differ from
+      the reference by ~1 fp32 ulp of rstd, which moves a bf16 rounding only near a tie);
+    * FP8 / NVFP4: codes and scales bit-exact to formats.py applied to the kernel's own bf16
+      activation (SPEC section 8: quantized intermediates are bit-exact to the host quantizer on
+      the same bf16 values); the activation written in a quantized mode must equal the bf16 mode's;
+    * rows with an invalid index: exactly zero.
+    """
+    import cupy
+
+    rng = rng or np.random.default_rng()
+    host, dev = _device_inputs(m, rows, index_dtype, rng)
+    args = (
+        dev["x"],
+        dev["x_norm_weight"],
+        dev["adaln_scale"],
+        dev["adaln_shift"],
+        dev["adaln_index"],
+    )
+    shape = f"M={m} rows={rows} {np.dtype(index_dtype).name}"
+    ref_a = reference.prologue(
+        host["x"],
+        host["x_norm_weight"],
+        host["adaln_scale"],
+        host["adaln_shift"],
+        host["adaln_index"],
+        eps=1e-5,
+    )
+    idx = host["adaln_index"].astype(np.int64)
+    invalid = (idx < 0) | (idx >= rows)
+    out: list[Check] = []
+
+    a_bf16 = None
+    if "bf16" in formats_:
+        a = cupy.empty((m, D), dtype=formats.BF16)
+        poison(a)
+        prologue_op.norm_adaln(*args, out_format="bf16", a=a)
+        a_bf16 = download(a).astype(np.float32)
+        out += bf16_close("prologue bf16", shape, a_bf16, ref_a)
+        out.append(
+            Check(
+                "prologue bf16",
+                shape,
+                "invalid rows nonzero",
+                int(np.count_nonzero(a_bf16[invalid])),
+                0,
+                not np.any(a_bf16[invalid]),
+                f"{int(invalid.sum())} invalid rows",
+            )
+        )
+
+    g = np.float32(formats.nvfp4_global_scale_from_amax(8.0))  # activation amax 8 (upstream)
+    for fmt in formats_:
+        if fmt == "bf16":
+            continue
+        a = cupy.empty((m, D), dtype=formats.BF16)
+        if fmt == "fp8":
+            q = cupy.empty((m, D), dtype=np.uint8)
+            s = cupy.empty((m,), dtype=np.float32)
+            gd = None
+        else:
+            q = cupy.empty((m, D // 2), dtype=np.uint8)
+            s = cupy.empty((m, D // 16), dtype=np.uint8)
+            gd = cupy.asarray(np.array([g], np.float32))
+        poison(a, q, s)
+        prologue_op.norm_adaln(*args, out_format=fmt, act_global_scale=gd, a=a, q=q, scale=s)
+        ka = download(a).astype(np.float32)
+        kq, ks = download(q), download(s)
+        name = f"prologue {fmt}"
+        if a_bf16 is not None:
+            out.append(
+                exact(name, shape, "a vs bf16-mode a", ka.view(np.uint32), a_bf16.view(np.uint32))
+            )
+        else:
+            out += bf16_close(name, shape, ka, ref_a)
+        if fmt == "fp8":
+            rq, rs = formats.fp8_quantize_per_token(ka)
+        else:
+            rq, rs = formats.nvfp4_quantize(ka, g)
+        out.append(exact(name, shape, "codes", kq, rq))
+        out.append(exact(name, shape, "scales", ks, rs))
+    return out
+
+
+def check_weight_helpers(rng: np.random.Generator | None = None) -> list[Check]:
+    """Device weight helpers against their NumPy twins, bit for bit, at the H3 shapes."""
+    import cupy
+
+    rng = rng or np.random.default_rng()
+    out: list[Check] = []
+
+    def bf16_dev(shape, std):
+        h = formats.to_bf16(rng.normal(0.0, std, size=shape).astype(np.float32))
+        return h, cupy.asarray(h)
+
+    fp8_helpers = [
+        ("quantize_minimax_h3_qkv_weight_fp8", (21504, D), 0.01),
+        ("quantize_minimax_h3_o_weight_fp8", (D, 7168), 0.01),
+        ("prepare_minimax_h3_fc2_weight_fp8", (D, 14336), 0.02),
+        ("prepare_minimax_h3_fc1_weight_fp8", (28672, D), 0.02),
+    ]
+    for name, shape, std in fp8_helpers:
+        wh, wd = bf16_dev(shape, std)
+        q, s = getattr(weights, name)(wd)
+        rq, rs = getattr(reference, name)(wh)
+        sh = f"{shape[0]}x{shape[1]}"
+        out.append(exact(name, sh, "codes", download(q).view(np.uint8), rq.view(np.uint8)))
+        out.append(exact(name, sh, "scales", download(s), rs))
+        del wd, q, s
+
+    for name, shape in [
+        ("quantize_minimax_h3_qkv_weight_nvfp4", (21504, D)),
+        ("quantize_minimax_h3_o_weight_nvfp4", (D, 7168)),
+    ]:
+        wh, wd = bf16_dev(shape, 0.01)
+        q, sf, g = getattr(weights, name)(wd)
+        rq, rsf, rg = getattr(reference, name)(wh)
+        sh = f"{shape[0]}x{shape[1]}"
+        out.append(exact(name, sh, "global scale", download(g), np.array([rg], np.float32)))
+        out.append(exact(name, sh, "codes", download(q), rq))
+        out.append(exact(name, sh, "swizzled scales", download(sf), rsf))
+        del wd, q, sf
+
+    # fp4_quantize: linear and swizzled, float and device global scale, a ragged row count
+    for rows, swz, dev_g in [(300, True, True), (129, False, False), (4097, True, False)]:
+        ah, ad = bf16_dev((rows, 7168), 0.5)
+        gval = np.float32(
+            formats.nvfp4_global_scale_from_amax(float(np.abs(ah.astype(np.float32)).max()))
+        )
+        gd = cupy.asarray(np.array([gval], np.float32)) if dev_g else float(gval)
+        q, sf = weights.fp4_quantize(ad, gd, is_sf_swizzled_layout=swz)
+        rq, rsf = reference.fp4_quantize(ah, gval, is_sf_swizzled_layout=swz)
+        sh = f"{rows}x7168 swz={int(swz)} dev_g={int(dev_g)}"
+        out.append(exact("fp4_quantize", sh, "codes", download(q), rq))
+        out.append(exact("fp4_quantize", sh, "scales", download(sf), rsf))
+
+    # global scale from amax: host float and device array
+    for amax in (3.7, 0.0, 1e-20, 448.0):
+        want = np.array([formats.nvfp4_global_scale_from_amax(amax)], np.float32)
+        got_h = download(weights.nvfp4_global_scale_from_amax(amax))
+        got_d = download(
+            weights.nvfp4_global_scale_from_amax(cupy.asarray(np.array([amax], np.float32)))
+        )
+        out.append(
+            exact("nvfp4_global_scale_from_amax", f"amax={amax}", "host-float value", got_h, want)
+        )
+        out.append(
+            exact("nvfp4_global_scale_from_amax", f"amax={amax}", "device value", got_d, want)
+        )
+
+    # QKV row order: a bf16 weight and its fp32 per-row scales
+    wh, wd = bf16_dev((21504, D), 0.01)
+    got = download(weights.qkv_rows_checkpoint_to_engine(wd))
+    out.append(
+        exact(
+            "qkv_rows_checkpoint_to_engine",
+            "21504x5376 bf16",
+            "elements",
+            got.view(np.uint16),
+            formats.qkv_rows_checkpoint_to_engine(wh).view(np.uint16),
+        )
+    )
+    sh_ = rng.random(21504, dtype=np.float32)
+    got = download(weights.qkv_rows_checkpoint_to_engine(cupy.asarray(sh_)))
+    out.append(
+        exact(
+            "qkv_rows_checkpoint_to_engine",
+            "21504 fp32",
+            "elements",
+            got,
+            formats.qkv_rows_checkpoint_to_engine(sh_),
+        )
+    )
+    return out
