@@ -281,7 +281,8 @@ def nvfp4_quantize(a: np.ndarray, g: np.ndarray | float) -> tuple[np.ndarray, np
     sfd = ue4m3_decode(sf)
     os = np.zeros(sfd.shape, dtype=np.float32)
     np.divide(gf, sfd, out=os, where=sf != 0)
-    codes = e2m1_encode(blocks * os[..., None])
+    with np.errstate(invalid="ignore"):  # inf * 0 in a block holding inf
+        codes = e2m1_encode(blocks * os[..., None])
     return pack_e2m1(codes.reshape(v.shape)), sf
 
 
@@ -315,7 +316,8 @@ def _fp8_rowwise(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"expected a 2-D [rows, K] array, got shape {v.shape}")
     amax = np.max(np.abs(v), axis=1) if v.shape[1] else np.zeros(v.shape[0], np.float32)
     scale = (np.maximum(amax, _AMAX_FLOOR) / E4M3_MAX).astype(np.float32)
-    codes = e4m3_encode(v / scale[:, None])
+    with np.errstate(invalid="ignore"):  # a row holding inf/NaN quantizes to NaN codes
+        codes = e4m3_encode(v / scale[:, None])
     return codes, scale
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from . import formats, reference, weights
 from .ops import prologue as prologue_op
 from .reference import inputs as ref_inputs
+from .reference._common import rms_normalize
 from .testing import Check, bf16_close, download, exact, poison, upload
 
 D = 5376
@@ -38,9 +39,12 @@ def check_prologue(
 ) -> list[Check]:
     """RMSNorm + AdaLN prologue in every output format at one shape.
 
-    * bf16 activation: within 1 bf16 ulp of the float64-rstd reference and identical on >= 99.9%
-      of elements (issue acceptance; the kernel's MUFU rsqrt and fp32 summation order differ from
-      the reference by ~1 fp32 ulp of rstd, which moves a bf16 rounding only near a tie);
+    * bf16 activation: identical to the float64-rstd reference on >= 99.9% of elements, and
+      elsewhere within one bf16 ulp at each rounding point: |a - ref| <= ulp(n)*|s1| + ulp(ref).
+      (The kernel's MUFU rsqrt and fp32 summation order move rstd by ~1 fp32 ulp, which flips the
+      bf16 rounding of n only near a tie; where n*s1 nearly cancels shift, that one ulp of n is
+      many ulps of a, so the bound is stated at n's rounding point, as upstream's stage-1 tests
+      do.)
     * FP8 / NVFP4: codes and scales bit-exact to formats.py applied to the kernel's own bf16
       activation (SPEC section 8: quantized intermediates are bit-exact to the host quantizer on
       the same bf16 values); the activation written in a quantized mode must equal the bf16 mode's;
@@ -68,6 +72,12 @@ def check_prologue(
     )
     idx = host["adaln_index"].astype(np.int64)
     invalid = (idx < 0) | (idx >= rows)
+    # one bf16 ulp at each rounding point (n, then a); invalid rows are checked for exact zeros
+    n_ref = rms_normalize(host["x"], host["x_norm_weight"], 1e-5)
+    s1 = formats.bf16_round(formats.bf16_round(host["adaln_scale"]) + np.float32(1.0))
+    s1_rows = np.abs(s1[np.clip(idx, 0, rows - 1)])
+    bound = formats.bf16_ulp(n_ref) * s1_rows + formats.bf16_ulp(ref_a)
+    del n_ref, s1_rows
     out: list[Check] = []
 
     a_bf16 = None
@@ -76,7 +86,7 @@ def check_prologue(
         poison(a)
         prologue_op.norm_adaln(*args, out_format="bf16", a=a)
         a_bf16 = download(a).astype(np.float32)
-        out += bf16_close("prologue bf16", shape, a_bf16, ref_a)
+        out += bf16_close("prologue bf16", shape, a_bf16, ref_a, bound)
         out.append(
             Check(
                 "prologue bf16",
@@ -112,7 +122,7 @@ def check_prologue(
                 exact(name, shape, "a vs bf16-mode a", ka.view(np.uint32), a_bf16.view(np.uint32))
             )
         else:
-            out += bf16_close(name, shape, ka, ref_a)
+            out += bf16_close(name, shape, ka, ref_a, bound)
         if fmt == "fp8":
             rq, rs = formats.fp8_quantize_per_token(ka)
         else:

@@ -27,11 +27,12 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_smxx(
   }
   amax = block_max<kQuantThreads / 32>(amax, red);
   const float s = fp8_scale_from_amax(amax);
+  const float rcp = __frcp_rn(s);
   const i64 d = dst_row ? dst_row[r] : r;
   for (int k = 8 * threadIdx.x; k < K; k += 8 * kQuantThreads) {
     float f[8];
     unpack_bf16x8(ld16(row + k), f);
-    *reinterpret_cast<uint2*>(q + d * K + k) = fp8_codes_x8(f, s);
+    *reinterpret_cast<uint2*>(q + d * K + k) = fp8_codes_x8(f, s, rcp);
   }
   if (threadIdx.x == 0) scale[d] = s;
 }

@@ -66,3 +66,11 @@ def current_target() -> str:
     import cupy
 
     return device_target(cupy.cuda.Device().id)
+
+
+@functools.cache
+def sm_count(device_id: int) -> int:
+    """Number of multiprocessors of a device (sizes persistent grids)."""
+    import cupy
+
+    return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])

@@ -101,8 +101,9 @@ def rms_normalize(r: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     r64 = r.astype(np.float64)
     ss = np.einsum("...k,...k->...", r64, r64)
     eps64 = float(np.float32(eps))
-    rstd = (1.0 / np.sqrt(ss / r.shape[-1] + eps64)).astype(np.float32)
-    return bf16_round((r * rstd[..., None]) * w)
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite rows stay non-finite
+        rstd = (1.0 / np.sqrt(ss / r.shape[-1] + eps64)).astype(np.float32)
+        return bf16_round((r * rstd[..., None]) * w)
 
 
 def matmul_nt(

@@ -11,12 +11,24 @@ constexpr float kE4m3Max = 448.f;
 // Per-token / per-channel FP8 scale from a row amax: s = max(amax, 1e-12) / 448 (IEEE division).
 H3_DEVICE float fp8_scale_from_amax(float amax) { return __fdiv_rn(fmaxf(amax, 1e-12f), kE4m3Max); }
 
-// 8 values -> 8 e4m3 codes of v / s, a true IEEE division per element (SPEC: a multiply by a
-// reciprocal of s lands on the other side of an e4m3 tie for ~5 codes in 10,000).
-H3_DEVICE uint2 fp8_codes_x8(const float (&v)[8], float s) {
+// 8 values -> 8 e4m3 codes of RN(v / s): the correctly rounded fp32 quotient (SPEC: a plain
+// multiply by a reciprocal of s lands on the other side of an e4m3 tie for ~5 codes in 10,000).
+// `rcp` must be the correctly rounded 1/s (__frcp_rn(s)).
+// NOTE: Markstein's correction: with q0 = RN(v * rcp) within 1 ulp of v/s, the residual
+// r = v - q0*s is exact in one fma and RN(q0 + r*rcp) is the correctly rounded quotient. Three
+// instructions instead of a full IEEE division per element; the GPU tests check every code
+// against formats.py's true division.
+H3_DEVICE float div_rn_markstein(float v, float s, float rcp) {
+  const float q0 = v * rcp;
+  const float r = __fmaf_rn(-q0, s, v);
+  return __fmaf_rn(r, rcp, q0);
+}
+
+H3_DEVICE uint2 fp8_codes_x8(const float (&v)[8], float s, float rcp) {
   u32 w[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = e4m3x2(__fdiv_rn(v[2 * i], s), __fdiv_rn(v[2 * i + 1], s));
+  for (int i = 0; i < 4; ++i)
+    w[i] = e4m3x2(div_rn_markstein(v[2 * i], s, rcp), div_rn_markstein(v[2 * i + 1], s, rcp));
   return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
 }
 
