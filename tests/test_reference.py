@@ -20,6 +20,7 @@ from h3cupy.reference import inputs as I
 from h3cupy.reference.pre_attention import _rope
 
 HEADS, DH = 56, 128
+# The `rng` fixture (fresh generator, seed printed for replay) comes from tests/conftest.py.
 
 
 # --------------------------------------------------------------------------------- helpers

@@ -150,13 +150,20 @@ def minimax_h3_bf16_pre_attention(
     if p < 1 or heads % p:
         raise ValueError(f"ulysses_degree: must divide {heads} heads, got {ulysses_degree}")
     cs = as_f32(rope_cos_sin)
+    if cs.ndim != 2 or cs.shape[0] < 1 or cs.shape[1] != 2 * ROPE_HALF:
+        raise ValueError(f"rope_cos_sin: expected [S, 96] with S >= 1, got {cs.shape}")
     s_rows = cs.shape[0]
     if rope_positions is None:
         if s_rows < m:
             raise ValueError(f"rope_cos_sin: identity positions need S >= M={m}, got S={s_rows}")
         pos = np.arange(m)
     else:
-        pos = np.clip(np.asarray(rope_positions).astype(np.int64), 0, s_rows - 1)
+        pos = np.asarray(rope_positions)
+        if pos.shape != (m,) or pos.dtype not in (np.int32, np.int64):
+            raise ValueError(
+                f"rope_positions: expected int32/int64 [{m}], got {pos.dtype} {pos.shape}"
+            )
+        pos = np.clip(pos.astype(np.int64), 0, s_rows - 1)
     y = bf16_round(matmul_nt(a, w.shape[0], lambda i, j: as_f32(w[i:j])))
     q, k, v = qkv_epilogue(
         y, q_norm_weight, k_norm_weight, cs[pos], eps if qk_eps is None else qk_eps
