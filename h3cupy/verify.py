@@ -184,6 +184,25 @@ def check_weight_helpers(rng: np.random.Generator | None = None) -> list[Check]:
         out.append(exact("fp4_quantize", sh, "codes", download(q), rq))
         out.append(exact("fp4_quantize", sh, "scales", download(sf), rsf))
 
+    # e2m1 rounding at every tie and boundary: with g = 1 and a 6.0 in each block the block scale
+    # is exactly 1.0 (ue4m3(6 * fp32(1/6)) = 1), so the codes are e2m1 of the values themselves.
+    ties = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.5]
+    tie_bits = formats.to_bf16(np.array(ties[:7], np.float32)).view(np.uint16)
+    near = np.concatenate([tie_bits - 1, tie_bits + 1]).view(formats.BF16).astype(np.float32)
+    vals = np.concatenate([np.array(ties + [6.0, 0.1, 0.26, 0.74], np.float32), near])
+    vals = np.concatenate([vals, -vals])
+    n_blocks = -(-vals.size // 15)
+    blocks = np.zeros((n_blocks, 16), np.float32)
+    blocks[:, 0] = 6.0
+    flat = np.zeros(n_blocks * 15, np.float32)
+    flat[: vals.size] = vals
+    blocks[:, 1:] = flat.reshape(n_blocks, 15)
+    th = formats.to_bf16(blocks.reshape(1, -1))
+    q, sf = weights.fp4_quantize(cupy.asarray(th), 1.0, is_sf_swizzled_layout=False)
+    rq, rsf = reference.fp4_quantize(th, np.float32(1.0), is_sf_swizzled_layout=False)
+    out.append(exact("fp4_quantize", "e2m1 ties (g=1)", "codes", download(q), rq))
+    out.append(exact("fp4_quantize", "e2m1 ties (g=1)", "scales", download(sf), rsf))
+
     # global scale from amax: host float and device array
     for amax in (3.7, 0.0, 1e-20, 448.0):
         want = np.array([formats.nvfp4_global_scale_from_amax(amax)], np.float32)

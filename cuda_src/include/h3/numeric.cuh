@@ -58,15 +58,20 @@ H3_DEVICE float e4m3_to_f32(u8 c) {
 }
 
 // ---------------------------------------------------------------- e2m1
-// e2m1 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, code 0..7, sign in bit 3. RNE to the even code
-// and saturation at 6, written as one compare per code boundary: ties at 0.25, 1.25, 2.5 and 5
-// go down (to the even codes 0, 2, 4, 6), ties at 0.75, 1.75 and 3.5 go up (codes 2, 4, 6).
-// NOTE: the same formula is used on every target, including sm_120a where
-// cvt.rn.satfinite.e2m1x2 exists, so the code that the H200 tests is the code SM120 runs.
+// e2m1 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, code 0..7, sign in bit 3; RNE to the even code,
+// saturating at 6. The grid has step 0.5 below 2 (codes 0..4), step 1 in [2, 4) (codes 4..6) and
+// step 2 from 4 (codes 6..7), so code = base + RNE(|f| / step), clamped to 7. Every tie lands on
+// an even code (0.25 -> 0, 0.75 -> 2, 1.25 -> 2, 1.75 -> 4, 2.5 -> 4, 3.5 -> 6, 5 -> 6).
+// NOTE: RNE(|f| * (1/step)) is one fma with the 1.5 * 2^23 magic number (the product is exact, so
+// there is a single rounding). The same code runs on every target, including sm_120a where
+// cvt.rn.satfinite.e2m1x2 exists, so what the H200 tests is what SM120 runs.
 H3_DEVICE u32 e2m1(float f) {
   const float a = fabsf(f);
-  const u32 code = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
-                   (a >= 3.5f) + (a > 5.0f);
+  const bool lo = a < 2.f, mid = a < 4.f;
+  const float inv_step = lo ? 2.f : (mid ? 1.f : 0.5f);
+  const int base = lo ? 0 : (mid ? 2 : 4);
+  const int q = __float_as_int(__fmaf_rn(a, inv_step, 12582912.f)) - 0x4B400000;
+  const u32 code = static_cast<u32>(min(base + q, 7));
   return code | ((__float_as_uint(f) >> 28) & 0x8u);
 }
 
