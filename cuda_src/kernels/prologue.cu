@@ -9,8 +9,8 @@
 //
 // Layout: x [M, K] bf16 contiguous; w [K]; scale/shift tables [rows, K] with unit column stride
 // and a shared row stride (elements, multiple of 8), 16-byte aligned (host-checked). One CTA per
-// row at a time, each thread owns 16 consecutive columns (one NVFP4 block), so K must be a
-// multiple of 16.
+// row at a time; each thread owns 8 consecutive columns (one 16-byte vector), two neighbouring
+// lanes one NVFP4 block, so K must be a multiple of 16.
 // The table row address is formed only for a valid index (device-side guard).
 #include "h3/numeric.cuh"
 #include "h3/quant.cuh"
@@ -23,14 +23,14 @@ enum PrologueOut : int { kOutBf16 = 0, kOutFp8 = 1, kOutNvfp4 = 2 };
 template <int kK>
 struct PrologueShape {
   static_assert(kK % 16 == 0, "K must be a multiple of 16");
-  static constexpr int kBlocks = kK / 16;                 // 16-column chunks, one per thread
-  static constexpr int kWarps = (kBlocks + 31) / 32;
+  static constexpr int kChunks = kK / 8;  // 8-column chunks, one per thread
+  static constexpr int kWarps = (kChunks + 31) / 32;
   static constexpr int kThreads = kWarps * 32;
 };
 
 // The streamed operand of one row (x) and its table index, prefetched one row ahead.
 struct PrologueRow {
-  uint4 x[2];
+  uint4 x;
   i64 idx;
 };
 
@@ -39,11 +39,7 @@ H3_DEVICE PrologueRow load_x(const bf16_t* __restrict__ x, const IndexT* __restr
                              int k0, bool active) {
   PrologueRow r = {};
   r.idx = static_cast<i64>(index[m]);
-  if (active) {
-    const bf16_t* xr = x + m * kK + k0;
-    r.x[0] = ld16_stream(xr);
-    r.x[1] = ld16_stream(xr + 8);
-  }
+  if (active) r.x = ld16_stream(x + m * kK + k0);
   return r;
 }
 
@@ -51,12 +47,16 @@ H3_DEVICE PrologueRow load_x(const bf16_t* __restrict__ x, const IndexT* __restr
 // registers while it reduces and stores row m, so DRAM never waits on the block reductions. The
 // table rows (a few rows, L2-resident) are loaded at the top of each row's iteration, under the
 // sum-of-squares reduction.
+// NOTE: 8 columns per thread (not 16) doubles the warps per SM; the chain of dependent work per
+// row (two reductions, rsqrt, divisions, encodes) is latency-bound, and more warps hide it.
+// __maxnreg__(48) (not __launch_bounds__(672, 2), which caps at 40 and spills) keeps two CTAs
+// of 21 warps resident per SM; the host launches 2 CTAs per SM.
 // a_out:  bf16 [M, K]; required for kOutBf16, optional (nullptr) otherwise.
 // q_out:  e4m3 [M, K] (kOutFp8) or packed e2m1 [M, K/2] (kOutNvfp4).
 // s_out:  fp32 [M] (kOutFp8) or ue4m3 [M, K/16] linear (kOutNvfp4).
 // global_scale: fp32 [1] on the device (kOutNvfp4 only).
 template <int kK, int kOut, typename IndexT>
-__global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
+__global__ void __maxnreg__(48) prologue_smxx(
     const bf16_t* __restrict__ x, const bf16_t* __restrict__ w, const bf16_t* __restrict__ scale,
     const bf16_t* __restrict__ shift, i64 table_stride, i64 rows,
     const IndexT* __restrict__ index, float eps, i64 M, bf16_t* __restrict__ a_out,
@@ -64,13 +64,9 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
   using Shape = PrologueShape<kK>;
   __shared__ float red[Shape::kWarps];
   const int t = threadIdx.x;
-  const bool active = t < Shape::kBlocks;
-  const int k0 = 16 * t;
-  uint4 wv[2] = {};
-  if (active) {
-    wv[0] = ld16(w + k0);
-    wv[1] = ld16(w + k0 + 8);
-  }
+  const bool active = t < Shape::kChunks;
+  const int k0 = 8 * t;
+  const uint4 wv = active ? ld16(w + k0) : make_uint4(0, 0, 0, 0);
   float g = 0.f;
   if constexpr (kOut == kOutNvfp4) g = *global_scale;
 
@@ -80,42 +76,36 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
   for (; m < M; m += gridDim.x) {
     // 1. This row's table rows (for a valid index only), then prefetch the next row's x.
     const bool valid = cur.idx >= 0 && cur.idx < rows;
-    uint4 sc[2] = {}, sh[2] = {};
+    uint4 sc = {}, sh = {};
     if (valid && active) {
       // NOTE: the guard: no table address is formed for an invalid index.
       const i64 off = cur.idx * table_stride + k0;
-      sc[0] = ld16(scale + off);
-      sc[1] = ld16(scale + off + 8);
-      sh[0] = ld16(shift + off);
-      sh[1] = ld16(shift + off + 8);
+      sc = ld16(scale + off);
+      sh = ld16(shift + off);
     }
     PrologueRow nxt = {};
     if (m + gridDim.x < M) nxt = load_x<kK>(x, index, m + gridDim.x, k0, active);
 
     // 2. Sum of squares in fp32 (per-thread sequential, then a fixed shuffle tree).
-    float xf[16];
-    unpack_bf16x8(cur.x[0], *reinterpret_cast<float(*)[8]>(&xf[0]));
-    unpack_bf16x8(cur.x[1], *reinterpret_cast<float(*)[8]>(&xf[8]));
+    float xf[8];
+    unpack_bf16x8(cur.x, xf);
     float ss = 0.f;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) ss = fmaf(xf[i], xf[i], ss);
+    for (int i = 0; i < 8; ++i) ss = fmaf(xf[i], xf[i], ss);
     ss = block_sum<Shape::kWarps>(ss, red);
     // NOTE: ss / K is an IEEE division (--prec-div=true); rsqrtf is the MUFU approximation, as
     // upstream. The host reference computes rstd in float64; the two differ by ~1 ulp of fp32.
     const float rstd = rsqrtf(__fdiv_rn(ss, static_cast<float>(kK)) + eps);
 
     // 3. Normalize and modulate; an invalid index zeroes the whole row.
-    float a[16];
+    float a[8];
     {
-      float wf[16], scf[16], shf[16];
-      unpack_bf16x8(wv[0], *reinterpret_cast<float(*)[8]>(&wf[0]));
-      unpack_bf16x8(wv[1], *reinterpret_cast<float(*)[8]>(&wf[8]));
-      unpack_bf16x8(sc[0], *reinterpret_cast<float(*)[8]>(&scf[0]));
-      unpack_bf16x8(sc[1], *reinterpret_cast<float(*)[8]>(&scf[8]));
-      unpack_bf16x8(sh[0], *reinterpret_cast<float(*)[8]>(&shf[0]));
-      unpack_bf16x8(sh[1], *reinterpret_cast<float(*)[8]>(&shf[8]));
+      float wf[8], scf[8], shf[8];
+      unpack_bf16x8(wv, wf);
+      unpack_bf16x8(sc, scf);
+      unpack_bf16x8(sh, shf);
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
+      for (int i = 0; i < 8; ++i) {
         const float n = round_bf16((xf[i] * rstd) * wf[i]);
         const float s1 = round_bf16(scf[i] + 1.f);
         a[i] = valid ? round_bf16(__fmaf_rn(n, s1, shf[i])) : 0.f;
@@ -124,33 +114,33 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
 
     // 4. Store.
     if (a_out != nullptr && active) {
-      uint4 o[2];
-      u32* ow = reinterpret_cast<u32*>(o);
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        ow[i] = pack_bf16x2(f32_to_bf16(a[2 * i]), f32_to_bf16(a[2 * i + 1]));
-      bf16_t* ar = a_out + m * kK + k0;
-      st16(ar, o[0]);
-      st16(ar + 8, o[1]);
+      uint4 o;
+      o.x = pack_bf16x2(f32_to_bf16(a[0]), f32_to_bf16(a[1]));
+      o.y = pack_bf16x2(f32_to_bf16(a[2]), f32_to_bf16(a[3]));
+      o.z = pack_bf16x2(f32_to_bf16(a[4]), f32_to_bf16(a[5]));
+      o.w = pack_bf16x2(f32_to_bf16(a[6]), f32_to_bf16(a[7]));
+      st16(a_out + m * kK + k0, o);
     }
     if constexpr (kOut == kOutFp8) {
       float amax = 0.f;
 #pragma unroll
-      for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(a[i]));
+      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(a[i]));
       amax = block_max<Shape::kWarps>(amax, red);
       const float s = fp8_scale_from_amax(amax);
       const float rcp = __frcp_rn(s);
-      if (active) {
-        const uint2 c0 = fp8_codes_x8(*reinterpret_cast<float(*)[8]>(&a[0]), s, rcp);
-        const uint2 c1 = fp8_codes_x8(*reinterpret_cast<float(*)[8]>(&a[8]), s, rcp);
-        st16(q_out + m * kK + k0, make_uint4(c0.x, c0.y, c1.x, c1.y));
-      }
+      if (active) *reinterpret_cast<uint2*>(q_out + m * kK + k0) = fp8_codes_x8(a, s, rcp);
       if (t == 0) static_cast<float*>(s_out)[m] = s;
     } else if constexpr (kOut == kOutNvfp4) {
+      // The NVFP4 block of lanes 2j and 2j+1: amax over both halves, then each lane encodes its
+      // 8 values; the even lane writes the scale byte.
+      float bamax = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) bamax = fmaxf(bamax, fabsf(a[i]));
+      bamax = fmaxf(bamax, __shfl_xor_sync(0xffffffffu, bamax, 1));
+      const Nvfp4Scale bs = nvfp4_scale(bamax, g);
       if (active) {
-        const Nvfp4Block b = nvfp4_block(a, g);
-        *reinterpret_cast<uint2*>(q_out + m * (kK / 2) + k0 / 2) = b.codes;
-        static_cast<u8*>(s_out)[m * (kK / 16) + t] = b.sf;
+        *reinterpret_cast<u32*>(q_out + m * (kK / 2) + k0 / 2) = nvfp4_codes_x8(a, bs.os);
+        if ((t & 1) == 0) static_cast<u8*>(s_out)[m * (kK / 16) + t / 2] = bs.sf;
       }
     }
     cur = nxt;

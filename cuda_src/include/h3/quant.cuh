@@ -32,9 +32,29 @@ H3_DEVICE uint2 fp8_codes_x8(const float (&v)[8], float s, float rcp) {
   return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
 }
 
-// One NVFP4 block of 16 values with global scale g:
-//   sf = ue4m3((bamax * fp32(1/6)) * g), os = sf != 0 ? g / float(sf) : 0, code = e2m1(v * os).
-// Returns the 8 code bytes (element 2j in the low nibble of byte j) and the scale byte.
+// NVFP4 block scale from the block amax and the global scale g:
+//   sf = ue4m3((bamax * fp32(1/6)) * g),  os = sf != 0 ? g / float(sf) : 0  (IEEE division).
+struct Nvfp4Scale {
+  u8 sf;
+  float os;
+};
+
+H3_DEVICE Nvfp4Scale nvfp4_scale(float bamax, float g) {
+  Nvfp4Scale r;
+  r.sf = ue4m3((bamax * kRcp6) * g);
+  r.os = r.sf ? __fdiv_rn(g, e4m3_to_f32(r.sf)) : 0.f;
+  return r;
+}
+
+// 8 values -> 8 e2m1 codes of fp32(v * os), element 2j in the low nibble of byte j.
+H3_DEVICE u32 nvfp4_codes_x8(const float (&v)[8], float os) {
+  float t[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) t[i] = v[i] * os;
+  return e2m1x8(t);
+}
+
+// One NVFP4 block of 16 values: the 8 code bytes and the scale byte.
 struct Nvfp4Block {
   uint2 codes;
   u8 sf;
@@ -44,17 +64,11 @@ H3_DEVICE Nvfp4Block nvfp4_block(const float (&v)[16], float g) {
   float bamax = 0.f;
 #pragma unroll
   for (int i = 0; i < 16; ++i) bamax = fmaxf(bamax, fabsf(v[i]));
+  const Nvfp4Scale sc = nvfp4_scale(bamax, g);
   Nvfp4Block b;
-  b.sf = ue4m3((bamax * kRcp6) * g);
-  const float sfd = e4m3_to_f32(b.sf);
-  const float os = b.sf ? __fdiv_rn(g, sfd) : 0.f;
-  float lo[8], hi[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    lo[i] = v[i] * os;
-    hi[i] = v[8 + i] * os;
-  }
-  b.codes = make_uint2(e2m1x8(lo), e2m1x8(hi));
+  b.sf = sc.sf;
+  b.codes = make_uint2(nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[0]), sc.os),
+                       nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[8]), sc.os));
   return b;
 }
 
