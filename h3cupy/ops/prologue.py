@@ -38,9 +38,9 @@ PROLOGUE = jit.ModuleSpec(
         for ctype in _INDEX_CTYPES.values()
     ),
 )
-_THREADS = ((D // 8 + 31) // 32) * 32  # one thread per 8 columns (PrologueShape in the kernel)
-# NOTE: the kernel is persistent (each CTA walks rows with a one-row register prefetch);
-# __maxnreg__(48) lets two 672-thread CTAs reside per SM, so the grid is 2 per SM.
+_THREADS = ((D // 16 + 31) // 32) * 32  # one thread per 16 columns (PrologueShape in the kernel)
+# NOTE: the kernel is persistent (each CTA walks rows, streaming x through a shared-memory ring);
+# its __launch_bounds__(352, 2) and 45 KB ring let two CTAs reside per SM: the grid is 2 per SM.
 _CTAS_PER_SM = 2
 
 
