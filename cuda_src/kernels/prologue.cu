@@ -28,30 +28,29 @@ struct PrologueShape {
   static constexpr int kThreads = kWarps * 32;
 };
 
-// One row's x in registers.
+// The streamed operand of one row (x) and its table index, prefetched one row ahead.
 struct PrologueRow {
   uint4 x[2];
+  i64 idx;
 };
 
-constexpr int kPrologueStages = 4;  // rows of x in flight per CTA (shared-memory ring)
-
-// cp.async of 16 bytes global -> shared, bypassing L1 (x is read once).
-H3_DEVICE void cp_async16(void* smem, const void* gmem) {
-  const u32 s = static_cast<u32>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));
+template <int kK, typename IndexT>
+H3_DEVICE PrologueRow load_x(const bf16_t* __restrict__ x, const IndexT* __restrict__ index, i64 m,
+                             int k0, bool active) {
+  PrologueRow r = {};
+  r.idx = static_cast<i64>(index[m]);
+  if (active) {
+    const bf16_t* xr = x + m * kK + k0;
+    r.x[0] = ld16_stream(xr);
+    r.x[1] = ld16_stream(xr + 8);
+  }
+  return r;
 }
-H3_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int kPending>
-H3_DEVICE void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending));
-}
 
-// Persistent: CTA b handles rows b, b + gridDim.x, ... Each thread streams its own 32 bytes of
-// x for the next kPrologueStages - 1 rows into a private slot of a shared-memory ring with
-// cp.async, so several rows per CTA are in flight while it reduces and stores the current one.
-// NOTE: every thread reads back only what it copied itself, so the ring needs no barrier: the
-// thread's own cp.async.wait_group is enough. The table rows (a few rows, L2-resident) are loaded
-// at the top of each row's iteration, under the sum-of-squares reduction.
+// Persistent: CTA b handles rows b, b + gridDim.x, ... and loads x of row m + gridDim.x into
+// registers while it reduces and stores row m, so DRAM never waits on the block reductions. The
+// table rows (a few rows, L2-resident) are loaded at the top of each row's iteration, under the
+// sum-of-squares reduction.
 // a_out:  bf16 [M, K]; required for kOutBf16, optional (nullptr) otherwise.
 // q_out:  e4m3 [M, K] (kOutFp8) or packed e2m1 [M, K/2] (kOutNvfp4).
 // s_out:  fp32 [M] (kOutFp8) or ue4m3 [M, K/16] linear (kOutNvfp4).
@@ -64,54 +63,34 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
     u8* __restrict__ q_out, void* __restrict__ s_out, const float* __restrict__ global_scale) {
   using Shape = PrologueShape<kK>;
   __shared__ float red[Shape::kWarps];
-  __shared__ uint4 ring[kPrologueStages][Shape::kThreads][2];
   const int t = threadIdx.x;
   const bool active = t < Shape::kBlocks;
   const int k0 = 16 * t;
+  uint4 wv[2] = {};
+  if (active) {
+    wv[0] = ld16(w + k0);
+    wv[1] = ld16(w + k0 + 8);
+  }
   float g = 0.f;
   if constexpr (kOut == kOutNvfp4) g = *global_scale;
 
-  const i64 step = gridDim.x;
   i64 m = blockIdx.x;
   if (m >= M) return;
-  // Fill the ring with the first kPrologueStages - 1 rows (an empty group past the end keeps the
-  // group count uniform).
-#pragma unroll
-  for (int s = 0; s < kPrologueStages - 1; ++s) {
-    const i64 r = m + s * step;
-    if (active && r < M) {
-      cp_async16(&ring[s][t][0], x + r * kK + k0);
-      cp_async16(&ring[s][t][1], x + r * kK + k0 + 8);
-    }
-    cp_async_commit();
-  }
-  i64 idx = static_cast<i64>(index[m]);
-  for (int it = 0; m < M; m += step, ++it) {
-    // 1. This row's table rows (for a valid index only) and the copy of the row
-    // kPrologueStages - 1 ahead.
-    const bool valid = idx >= 0 && idx < rows;
+  PrologueRow cur = load_x<kK>(x, index, m, k0, active);
+  for (; m < M; m += gridDim.x) {
+    // 1. This row's table rows (for a valid index only), then prefetch the next row's x.
+    const bool valid = cur.idx >= 0 && cur.idx < rows;
     uint4 sc[2] = {}, sh[2] = {};
     if (valid && active) {
       // NOTE: the guard: no table address is formed for an invalid index.
-      const i64 off = idx * table_stride + k0;
+      const i64 off = cur.idx * table_stride + k0;
       sc[0] = ld16(scale + off);
       sc[1] = ld16(scale + off + 8);
       sh[0] = ld16(shift + off);
       sh[1] = ld16(shift + off + 8);
     }
-    {
-      const i64 r = m + (kPrologueStages - 1) * step;
-      const int slot = (it + kPrologueStages - 1) % kPrologueStages;
-      if (active && r < M) {
-        cp_async16(&ring[slot][t][0], x + r * kK + k0);
-        cp_async16(&ring[slot][t][1], x + r * kK + k0 + 8);
-      }
-      cp_async_commit();
-    }
-    cp_async_wait<kPrologueStages - 1>();
-    PrologueRow cur;
-    cur.x[0] = ring[it % kPrologueStages][t][0];
-    cur.x[1] = ring[it % kPrologueStages][t][1];
+    PrologueRow nxt = {};
+    if (m + gridDim.x < M) nxt = load_x<kK>(x, index, m + gridDim.x, k0, active);
 
     // 2. Sum of squares in fp32 (per-thread sequential, then a fixed shuffle tree).
     float xf[16];
@@ -121,8 +100,6 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
 #pragma unroll
     for (int i = 0; i < 16; ++i) ss = fmaf(xf[i], xf[i], ss);
     ss = block_sum<Shape::kWarps>(ss, red);
-    // the next row's index, issued here so its load overlaps this row's normalize and stores
-    const i64 idx_next = m + step < M ? static_cast<i64>(index[m + step]) : 0;
     // NOTE: ss / K is an IEEE division (--prec-div=true); rsqrtf is the MUFU approximation, as
     // upstream. The host reference computes rstd in float64; the two differ by ~1 ulp of fp32.
     const float rstd = rsqrtf(__fdiv_rn(ss, static_cast<float>(kK)) + eps);
@@ -131,12 +108,6 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
     float a[16];
     {
       float wf[16], scf[16], shf[16];
-      // NOTE: the norm weight is re-read per row (an L1 hit) rather than held in 8 registers.
-      uint4 wv[2] = {};
-      if (active) {
-        wv[0] = ld16(w + k0);
-        wv[1] = ld16(w + k0 + 8);
-      }
       unpack_bf16x8(wv[0], *reinterpret_cast<float(*)[8]>(&wf[0]));
       unpack_bf16x8(wv[1], *reinterpret_cast<float(*)[8]>(&wf[8]));
       unpack_bf16x8(sc[0], *reinterpret_cast<float(*)[8]>(&scf[0]));
@@ -182,7 +153,7 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
         static_cast<u8*>(s_out)[m * (kK / 16) + t] = b.sf;
       }
     }
-    idx = idx_next;
+    cur = nxt;
   }
 }
 

@@ -12,6 +12,7 @@ from .interop import Tensor, current_stream_ptr
 
 _SMEM_DEFAULT_LIMIT = 48 * 1024
 _smem_unlocked: dict[int, int] = {}  # id(kernel) -> dynamic smem limit already set
+_max_threads: dict[int, int] = {}  # id(kernel) -> max threads per block (from the cubin)
 
 
 def ptr(t) -> np.uint64:
@@ -62,4 +63,12 @@ def launch(
         _smem_unlocked[id(kernel)] = smem
     grid = (grid,) if isinstance(grid, int) else tuple(grid)
     block = (block,) if isinstance(block, int) else tuple(block)
+    limit = _max_threads.get(id(kernel))
+    if limit is None:
+        limit = _max_threads[id(kernel)] = int(kernel.max_threads_per_block)
+    if int(np.prod(block)) > limit:
+        raise RuntimeError(
+            f"internal error: launching {block} threads per block, but the kernel was built for at "
+            f"most {limit} (its __launch_bounds__); the op's block size and the kernel disagree"
+        )
     kernel(grid, block, args, shared_mem=smem, stream=stream(tensors))

@@ -39,8 +39,8 @@ PROLOGUE = jit.ModuleSpec(
     ),
 )
 _THREADS = ((D // 16 + 31) // 32) * 32  # one thread per 16 columns (PrologueShape in the kernel)
-# NOTE: the kernel is persistent (each CTA walks rows, streaming x through a shared-memory ring);
-# its __launch_bounds__(352, 2) and 45 KB ring let two CTAs reside per SM: the grid is 2 per SM.
+# NOTE: the kernel is persistent (each CTA walks rows with a one-row register prefetch of x);
+# its __launch_bounds__(352, 2) lets two CTAs reside per SM: the grid is 2 per SM.
 _CTAS_PER_SM = 2
 
 
