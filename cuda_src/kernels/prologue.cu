@@ -104,10 +104,8 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
     // upstream. The host reference computes rstd in float64; the two differ by ~1 ulp of fp32.
     const float rstd = rsqrtf(__fdiv_rn(ss, static_cast<float>(kK)) + eps);
 
-    // 3. Normalize and modulate; an invalid index zeroes the whole row. Every bf16 rounding is
-    // done on pairs (one cvt.rn.bf16x2 per two values); `ap` keeps a as packed bf16 for the store.
+    // 3. Normalize and modulate; an invalid index zeroes the whole row.
     float a[16];
-    u32 ap[8];
     {
       float wf[16], scf[16], shf[16];
       unpack_bf16x8(wv[0], *reinterpret_cast<float(*)[8]>(&wf[0]));
@@ -117,25 +115,23 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
       unpack_bf16x8(sh[0], *reinterpret_cast<float(*)[8]>(&shf[0]));
       unpack_bf16x8(sh[1], *reinterpret_cast<float(*)[8]>(&shf[8]));
 #pragma unroll
-      for (int i = 0; i < 16; i += 2) {
-        float n0 = (xf[i] * rstd) * wf[i], n1 = (xf[i + 1] * rstd) * wf[i + 1];
-        round_bf16x2(n0, n1);
-        float s0 = scf[i] + 1.f, s1 = scf[i + 1] + 1.f;
-        round_bf16x2(s0, s1);
-        const u32 p = valid ? f32x2_to_bf16x2(__fmaf_rn(n0, s0, shf[i]),
-                                               __fmaf_rn(n1, s1, shf[i + 1]))
-                            : 0u;
-        ap[i / 2] = p;
-        a[i] = __uint_as_float(p << 16);
-        a[i + 1] = __uint_as_float(p & 0xffff0000u);
+      for (int i = 0; i < 16; ++i) {
+        const float n = round_bf16((xf[i] * rstd) * wf[i]);
+        const float s1 = round_bf16(scf[i] + 1.f);
+        a[i] = valid ? round_bf16(__fmaf_rn(n, s1, shf[i])) : 0.f;
       }
     }
 
     // 4. Store.
     if (a_out != nullptr && active) {
+      uint4 o[2];
+      u32* ow = reinterpret_cast<u32*>(o);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        ow[i] = pack_bf16x2(f32_to_bf16(a[2 * i]), f32_to_bf16(a[2 * i + 1]));
       bf16_t* ar = a_out + m * kK + k0;
-      st16(ar, make_uint4(ap[0], ap[1], ap[2], ap[3]));
-      st16(ar + 8, make_uint4(ap[4], ap[5], ap[6], ap[7]));
+      st16(ar, o[0]);
+      st16(ar + 8, o[1]);
     }
     if constexpr (kOut == kOutFp8) {
       float amax = 0.f;

@@ -17,22 +17,6 @@ H3_DEVICE bf16_t f32_to_bf16(float f) {
 // round an fp32 to the nearest bf16 and return it as fp32
 H3_DEVICE float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
-// Two fp32 -> one packed bf16x2 (lo in the low half), RNE; one conversion instruction.
-H3_DEVICE u32 f32x2_to_bf16x2(float lo, float hi) {
-  u32 r;
-  // NOTE: the first source operand lands in the upper half.
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-// Round two fp32 to bf16 in place with one paired conversion.
-// NOTE: conversions issue at a quarter of the FMA rate on sm_90; pairing halves them.
-H3_DEVICE void round_bf16x2(float& lo, float& hi) {
-  const u32 p = f32x2_to_bf16x2(lo, hi);
-  lo = __uint_as_float(p << 16);
-  hi = __uint_as_float(p & 0xffff0000u);
-}
-
 H3_DEVICE void unpack_bf16x8(uint4 v, float (&f)[8]) {
   const u32 w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
