@@ -696,4 +696,4 @@ def test_input_generators() -> None:
     assert d["adaln_shift"].base is not None and d["adaln_scale"].strides == (6 * 32 * 2, 2)
     assert np.abs(f32(d["adaln_scale"])).max() <= 0.05 and np.abs(f32(d["gate"])).max() <= 1.0
     assert np.abs(f32(d["gate"])).max() > 0.05
-    assert f32(d["x_norm_weight"]).min() >= 0.9 - 1e-3
+    assert f32(d["x_norm_weight"]).min() >= 0.9 - 2**-8  # U(0.9, 1.1) then bf16 rounding

@@ -123,6 +123,7 @@ class CompileResult:
     lowered: dict[str, str]  # name expression -> mangled symbol
     log: str
     options: tuple[str, ...]
+    ptx: bytes = b""
 
 
 def compile_module(spec: ModuleSpec, target: str, *, verbose: bool = False) -> CompileResult:
@@ -145,9 +146,11 @@ def compile_module(spec: ModuleSpec, target: str, *, verbose: bool = False) -> C
         log = nvrtc.getProgramLog(prog)
         lowered = {name: nvrtc.getLoweredName(prog, name) for name in spec.names}
         cubin = nvrtc.getCUBIN(prog)
+        ptx = nvrtc.getPTX(prog)
     finally:
         nvrtc.destroyProgram(prog)
-    return CompileResult(bytes(cubin), lowered, log, tuple(opts))
+    ptx = ptx if isinstance(ptx, bytes) else str(ptx).encode()
+    return CompileResult(bytes(cubin), lowered, log, tuple(opts), ptx)
 
 
 _PTXAS_FUNC = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")

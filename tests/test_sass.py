@@ -1,0 +1,64 @@
+"""CPU: read the SASS of the kernels (NVRTC PTX -> ptxas -> cuobjdump) and check that each path
+issues the instructions it was written for — in particular the block-scaled MMAs of sm_120a,
+which no board here can run. Needs ptxas/cuobjdump/nvdisasm (pip install "h3cupy[sass]")."""
+
+from __future__ import annotations
+
+import pytest
+
+import h3cupy  # noqa: F401
+from h3cupy.core import sass
+from h3cupy.ops import gemm, prologue
+
+pytestmark = pytest.mark.skipif(
+    sass.find_tools() is None,
+    reason="ptxas/cuobjdump/nvdisasm not found: pip install 'h3cupy[sass]'",
+)
+
+# kind -> target -> an opcode that must appear
+MMA_EXPECTED = {
+    "bf16": {
+        "sm_120a": "HMMA.16816.F32.BF16",
+        "sm_90a": "HMMA.16816.F32.BF16",
+        "sm_89": "HMMA.16816.F32.BF16",
+    },
+    "e4m3": {
+        "sm_120a": "QMMA.16832.F32.E4M3.E4M3",
+        "sm_89": "QMMA.16832.F32.E4M3.E4M3",
+        # NOTE: Hopper has no FP8 mma.sync: ptxas unpacks e4m3 to f16 and issues two f16
+        # HMMAs per k32 step, so this path runs at the f16 mma.sync rate on an H200.
+        "sm_90a": "HMMA.16816.F32",
+    },
+    "mxf8f6f4": {"sm_120a": "QMMA.SF.16832.F32.E4M3.E4M3.E8"},
+    "mxf4nvf4": {"sm_120a": "OMMA.SF.16864.F32.E2M1.E2M1.UE4M3.4X"},
+}
+
+
+def _by_kind(ops: dict) -> dict:
+    out = {}
+    for kind, (code, _, _) in gemm.PROBE_KINDS.items():
+        (name,) = [n for n in ops if f"mma_probe_smxxILi{code}E" in n]
+        out[kind] = ops[name]
+    return out
+
+
+@pytest.mark.parametrize("target", ["sm_120a", "sm_90a", "sm_89"])
+def test_mma_atoms_issue_their_instruction(target):
+    kinds = _by_kind(sass.opcodes(sass.disassemble(gemm.MMA_PROBE, target)))
+    for kind, want in MMA_EXPECTED.items():
+        ops = kinds[kind]
+        if target in want:
+            assert ops[want[target]] >= 1, (kind, target, sorted(o for o in ops if "MMA" in o))
+        else:  # a kind the target lacks traps instead of computing something else
+            assert not any("MMA" in o for o in ops) and any("TRAP" in o for o in ops), (kind, ops)
+
+
+@pytest.mark.parametrize("target", ["sm_120a", "sm_90a", "sm_89"])
+def test_prologue_sass(target):
+    ops = sass.opcodes(sass.disassemble(prologue.PROLOGUE, target))
+    assert len(ops) == len(prologue.PROLOGUE.names)
+    for name, c in ops.items():
+        assert not any(o.startswith(("LDL", "STL")) for o in c), (name, "local memory")
+        assert not any("TRAP" in o for o in c), name
+        if "ILi5376ELi1E" in name:  # FP8 output: the hardware saturating e4m3 conversion
+            assert any(o.startswith("F2FP.SATFINITE.E4M3") for o in c), sorted(c)
