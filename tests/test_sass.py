@@ -62,3 +62,24 @@ def test_prologue_sass(target):
         assert not any("TRAP" in o for o in c), name
         if "ILi5376ELi1E" in name:  # FP8 output: the hardware saturating e4m3 conversion
             assert any(o.startswith("F2FP.SATFINITE.E4M3") for o in c), sorted(c)
+
+
+@pytest.mark.parametrize("target", ["sm_120a", "sm_90a", "sm_89"])
+def test_gemm_mma_sass(target):
+    ops = sass.opcodes(sass.disassemble(gemm.GEMM_MMA, target))
+    want = {
+        0: "HMMA.16816.F32.BF16",
+        1: {"sm_90a": "HMMA.16816.F32"}.get(target, "QMMA.16832.F32.E4M3.E4M3"),
+        2: "QMMA.SF.16832.F32.E4M3.E4M3.E8" if target == "sm_120a" else None,
+    }
+    for code, op in want.items():
+        (name,) = [n for n in ops if f"gemm_mma_smxxILi{code}E" in n]
+        c = ops[name]
+        assert not any(o.startswith(("LDL", "STL")) for o in c), (name, "local memory")
+        if op is None:
+            assert any("TRAP" in o for o in c), name
+        else:
+            # 4 m-tiles x 4 n-tiles x 2 k-steps per stage in the loop body
+            assert c[op] >= 32, (target, code, sorted(o for o in c if "MMA" in o))
+            assert any(o.startswith("LDSM") for o in c), name  # fragments by ldmatrix
+            assert any(o.startswith("LDGSTS") for o in c), name  # cp.async

@@ -1,18 +1,20 @@
-"""The GEMM engine (issue #3) — first step: the MMA atoms and their fragment maps.
+"""The GEMM engine (issue #3) — work in progress.
 
-``mma_probe`` runs one warp-level MMA atom on a 16 x 8 output tile with operands gathered from
-row-major memory by the fragment maps of ``cuda_src/include/h3/mma_sync.cuh``; the GPU test
-compares it with NumPy, and CI disassembles the cubins for sm_120a / sm_90a / sm_89 to check
-which tensor-core instruction each kind issues. The persistent TMA + mbarrier GEMM builds on
-these atoms.
+* ``mma_probe`` runs one warp-level MMA atom on a 16 x 8 output tile with operands gathered from
+  row-major memory by the fragment maps of ``cuda_src/include/h3/mma_sync.cuh``; the GPU test
+  compares it with NumPy, and CI disassembles the cubins for sm_120a / sm_90a / sm_89 to check
+  which tensor-core instruction each kind issues.
+* ``gemm_mma_sync`` is the first draft of the portable mma.sync back end (cp.async ring, plain
+  epilogue). It is compile- and SASS-checked in CI and has a GPU test, but **has not run on a
+  GPU yet**; the persistent TMA + mbarrier skeleton, wgmma and NVFP4 follow.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..core import arch, interop, jit
-from ..core.launch import launch, ptr
+from ..core import arch, checks, interop, jit
+from ..core.launch import i32, launch, ptr
 
 #: kind -> (template code, minimum sm, needs an 'a' feature target of sm_120)
 PROBE_KINDS = {
@@ -58,3 +60,78 @@ def mma_probe(kind: str, a_bytes, b_bytes, sfa: int = 0, sfb: int = 0):
         tensors=[at, bt, d],
     )
     return interop.export(d)
+
+
+#: fmt -> (template code, minimum sm, needs sm_120a, operand format)
+GEMM_FORMATS = {
+    "bf16": (0, 80, False, "bf16"),
+    "e4m3": (1, 89, False, "e4m3"),
+    "e4m3_mx": (2, 120, True, "e4m3"),  # kind::mxf8f6f4 with unit ue8m0 scales (SM120 form 2)
+}
+
+GEMM_MMA = jit.ModuleSpec(
+    "kernels/gemm_mma.cu",
+    tuple(f"h3::gemm_mma_smxx<{code}>" for code, _, _, _ in GEMM_FORMATS.values()),
+)
+_BM, _BN, _BK_BYTES, _SMEM, _THREADS = 128, 128, 64, 4 * (128 + 128) * 64, 256
+
+
+def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None):
+    """``out = bf16((a @ b^T) * row_scale[:, None] * col_scale[None, :])`` (fp32 accumulation,
+    scales applied to the fp32 accumulator in that order) on the mma.sync back end.
+
+    Args:
+        a: ``[M, K]`` bf16 (``fmt="bf16"``) or e4m3 / uint8 codes (``"e4m3"``, ``"e4m3_mx"``).
+        b: ``[N, K]`` in the same format (one weight row per output column); N a multiple of 128.
+        fmt: ``"bf16"``, ``"e4m3"`` (sm_89+), or ``"e4m3_mx"`` (sm_120a: the block-scaled
+            ``kind::mxf8f6f4`` instruction with unit scales, bitwise equal to ``"e4m3"``).
+        row_scale: optional fp32 ``[M]``; col_scale: optional fp32 ``[N]``.
+        out: optional bf16 ``[M, N]`` output.
+
+    K * element size must be a multiple of 64 bytes.
+    """
+    if fmt not in GEMM_FORMATS:
+        raise ValueError(f"fmt: expected one of {', '.join(GEMM_FORMATS)}, got {fmt!r}")
+    code, min_sm, needs_120, opfmt = GEMM_FORMATS[fmt]
+    fp8 = "e4m3" if opfmt == "e4m3" else None
+    at = interop.as_tensor(a, "a", fp8_as=fp8)
+    bt = interop.as_tensor(b, "b", fp8_as=fp8)
+    dev = at.device
+    checks.check_dtype(at, "a", opfmt)
+    if len(at.shape) != 2 or at.shape[0] < 1:
+        raise ValueError(f"a: expected shape [M, K] with M >= 1, got {list(at.shape)}")
+    m, k = at.shape
+    esize = 2 if opfmt == "bf16" else 1
+    if (k * esize) % _BK_BYTES:
+        raise ValueError(f"a: expected K * {esize} bytes to be a multiple of 64, got K = {k}")
+    checks.check_tensor(at, "a", opfmt, (m, k), dev)
+    if len(bt.shape) != 2 or bt.shape[0] % _BN or bt.shape[1] != k:
+        raise ValueError(
+            f"b: expected shape [N, {k}] with N a multiple of 128, got {list(bt.shape)}"
+        )
+    n = bt.shape[0]
+    checks.check_tensor(bt, "b", opfmt, (n, k), dev)
+    target = arch.device_target(dev)
+    if arch.sm_number(target) < min_sm or (needs_120 and not target.startswith("sm_12")):
+        raise RuntimeError(f"gemm_mma_sync fmt={fmt!r} does not run on {target}")
+    rs = cs = None
+    if row_scale is not None:
+        rs = interop.as_tensor(row_scale, "row_scale")
+        checks.check_tensor(rs, "row_scale", "float32", (m,), dev, align=4)
+    if col_scale is not None:
+        cs = interop.as_tensor(col_scale, "col_scale")
+        checks.check_tensor(cs, "col_scale", "float32", (n,), dev, align=4)
+    if out is None:
+        ot = interop.empty((m, n), "bf16", like=at)
+    else:
+        ot = interop.as_tensor(out, "out")
+        checks.check_tensor(ot, "out", "bf16", (m, n), dev)
+    launch(
+        jit.get_kernel(GEMM_MMA, f"h3::gemm_mma_smxx<{code}>", target),
+        (n // _BN, -(-m // _BM)),
+        _THREADS,
+        (ptr(at), ptr(bt), i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
+        tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
+        smem=_SMEM,
+    )
+    return interop.export(ot)

@@ -1,0 +1,36 @@
+// Asynchronous global -> shared copies (cp.async, sm_80+) and ldmatrix.
+// NOTE: every asm statement that touches shared memory carries a "memory" clobber, so the
+// compiler cannot move ordinary shared-memory accesses across the copy, the commit or the wait
+// (the cause of the wrong rows of the v5 prologue ring, benchmarks/NOTES.md).
+#pragma once
+#include "h3/common.cuh"
+
+namespace h3 {
+
+H3_DEVICE u32 smem_addr(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
+
+// 16 bytes global -> shared, L1 bypassed; src_bytes < 16 zero-fills the rest (0 = all zeros,
+// used for rows past the end of a matrix; the source address must still be valid).
+H3_DEVICE void cp_async16(void* smem, const void* gmem, int src_bytes = 16) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(src_bytes)
+               : "memory");
+}
+
+H3_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int kPending>
+H3_DEVICE void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+// Four 8x8 b16 matrices (8 rows of 16 bytes each) -> one 32-bit register each; lane l supplies
+// the row address of row l % 8 of matrix l / 8 and receives word l % 4 of row l / 4 of each.
+H3_DEVICE void ldmatrix_x4(u32 (&r)[4], const void* smem_row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(smem_row))
+               : "memory");
+}
+
+}  // namespace h3
