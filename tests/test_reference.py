@@ -191,9 +191,15 @@ def test_prologue_vs_float64(rng: np.random.Generator, m: int, k: int) -> None:
     a = R.prologue(*prologue_args(d))
     ref = prologue_f64(d)
     dist = bf16_ulp_distance(a, ref)
-    assert dist.max() <= 1
-    assert np.count_nonzero(dist == 0) >= 0.999 * dist.size
+    # One bf16 step of n moves a by ulp(n)*|s1| before a's own rounding; where n*s1 nearly
+    # cancels shift that is many ulps of a, so the bound is stated per rounding point (the same
+    # bound the GPU tests use).
     idx = d["adaln_index"]
+    n = _common.rms_normalize(f32(d["x"]), d["x_norm_weight"], 1e-5)
+    s1 = F.bf16_round(f32(d["adaln_scale"]) + np.float32(1.0))[np.clip(idx, 0, 8)]
+    bound = F.bf16_ulp(n) * np.abs(s1) + F.bf16_ulp(np.maximum(np.abs(a), np.abs(ref)))
+    assert np.all(np.abs(a.astype(np.float64) - ref) <= bound)
+    assert np.count_nonzero(dist == 0) >= 0.999 * dist.size
     invalid = (idx < 0) | (idx >= 9)
     assert invalid.any() == (m >= 129)
     assert not a[invalid].any()
