@@ -1,0 +1,113 @@
+"""Benchmark: the GEMM engine at the H3 shapes against cuBLAS in the same run.
+
+Shapes (K x N): QKV 5376 x 21504, O 7168 x 5376, FC1 5376 x 28672, FC2 14336 x 5376; M from
+--m. Baselines: ``torch.mm`` (bf16, cuBLAS) and ``torch._scaled_mm`` with row-wise scales (FP8).
+Inputs rotate over enough sets to exceed the 60 MB L2; CUDA events, median.
+
+    PYTHONPATH=. python3 benchmarks/gemm.py --json out.json [--m 4824 38592] [--fmt bf16 e4m3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+
+import numpy as np
+
+SHAPES = {"qkv": (5376, 21504), "o": (7168, 5376), "fc1": (5376, 28672), "fc2": (14336, 5376)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, nargs="+", default=[1, 129, 4824, 38592])
+    ap.add_argument("--fmt", nargs="+", default=["bf16", "e4m3"])
+    ap.add_argument("--shapes", nargs="+", default=list(SHAPES))
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    import cupy
+    import torch
+
+    from h3cupy.ops.gemm import gemm_mma_sync
+    from h3cupy.testing import bench, device_info
+
+    info = device_info()
+    results = []
+    print(f"{info['gpu']} ({info['target']})")
+    print(f"{'shape':<6}{'fmt':<6}{'M':>7}{'h3 ms':>9}{'TFLOP/s':>9}{'base ms':>9}{'ratio':>7}")
+    for name in args.shapes:
+        k, n = SHAPES[name]
+        for m in args.m:
+            flops = 2.0 * m * n * k
+            for fmt in args.fmt:
+                rot = max(1, int(np.ceil(3 * 60e6 / ((m + n) * k * (2 if fmt == "bf16" else 1)))))
+                rot = min(rot, 8)
+                ta = [torch.randn(m, k, device="cuda").mul_(0.5) for _ in range(rot)]
+                tb = [torch.randn(n, k, device="cuda").mul_(0.01) for _ in range(rot)]
+                if fmt == "bf16":
+                    ta = [t.bfloat16() for t in ta]
+                    tb = [t.bfloat16() for t in tb]
+
+                    def h3(i, ta=ta, tb=tb):
+                        gemm_mma_sync(ta[i], tb[i], fmt="bf16")
+
+                    def base(i, ta=ta, tb=tb):
+                        torch.mm(ta[i], tb[i].t())
+                else:
+                    sa = [t.abs().amax(1, keepdim=True).clamp_min(1e-12) / 448 for t in ta]
+                    sb = [t.abs().amax(1, keepdim=True).clamp_min(1e-12) / 448 for t in tb]
+                    ta = [(t / s).to(torch.float8_e4m3fn) for t, s in zip(ta, sa, strict=True)]
+                    tb = [(t / s).to(torch.float8_e4m3fn) for t, s in zip(tb, sb, strict=True)]
+                    rs = [s.reshape(-1).contiguous() for s in sa]
+                    cs = [s.reshape(-1).contiguous() for s in sb]
+
+                    def h3(i, ta=ta, tb=tb, rs=rs, cs=cs):
+                        gemm_mma_sync(ta[i], tb[i], fmt="e4m3", row_scale=rs[i], col_scale=cs[i])
+
+                    def base(i, ta=ta, tb=tb, sa=sa, sb=sb):
+                        torch._scaled_mm(
+                            ta[i],
+                            tb[i].t(),
+                            scale_a=sa[i],
+                            scale_b=sb[i].t(),
+                            out_dtype=torch.bfloat16,
+                        )
+
+                t_h3 = bench(h3, reps=args.reps, warmup=3, rotate=rot)
+                t_base = bench(base, reps=args.reps, warmup=3, rotate=rot)
+                row = {
+                    "shape": name,
+                    "fmt": fmt,
+                    "M": m,
+                    "K": k,
+                    "N": n,
+                    "backend": "mma_sync",
+                    "h3_ms": t_h3["median_ms"],
+                    "base_ms": t_base["median_ms"],
+                    "tflops": flops / (t_h3["median_ms"] * 1e-3) / 1e12,
+                    "base_tflops": flops / (t_base["median_ms"] * 1e-3) / 1e12,
+                    "ratio_vs_base": t_base["median_ms"] / t_h3["median_ms"],
+                }
+                results.append(row)
+                print(
+                    f"{name:<6}{fmt:<6}{m:>7}{row['h3_ms']:>9.3f}{row['tflops']:>9.1f}"
+                    f"{row['base_ms']:>9.3f}{row['ratio_vs_base']:>7.2f}"
+                )
+                del ta, tb
+                torch.cuda.empty_cache()
+                cupy.get_default_memory_pool().free_all_blocks()
+    doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": info,
+        "torch": torch.__version__,
+        "results": results,
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
