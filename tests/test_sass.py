@@ -83,3 +83,10 @@ def test_gemm_mma_sass(target):
             assert c[op] >= 32, (target, code, sorted(o for o in c if "MMA" in o))
             assert any(o.startswith("LDSM") for o in c), name  # fragments by ldmatrix
             assert any(o.startswith("LDGSTS") for o in c), name  # cp.async
+
+
+@pytest.mark.parametrize("target", ["sm_120a", "sm_90a"])
+def test_tma_probe_sass(target):
+    (c,) = sass.opcodes(sass.disassemble(gemm.TMA_PROBE, target)).values()
+    assert any(o.startswith("UTMALDG") for o in c), sorted(c)  # the TMA tile load
+    assert any(o.startswith("SYNCS") for o in c), sorted(c)  # mbarrier operations

@@ -135,3 +135,36 @@ def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, ou
         smem=_SMEM,
     )
     return interop.export(ot)
+
+
+TMA_PROBE = jit.ModuleSpec("kernels/tma_probe.cu", ("h3::tma_probe_sm90",))
+
+
+def tma_probe(mat, x0: int, y0: int, box_cols: int, box_rows: int, swizzle: int = 0):
+    """Load the ``[box_rows, box_cols]`` box at column ``x0``, row ``y0`` of a uint8 matrix
+    through one TMA tile load (zeros past the edges); a check of the tensor-map encoding and the
+    mbarrier protocol. Needs sm_90+. Returns uint8 ``[box_rows, box_cols]`` (shared-memory order,
+    i.e. swizzled when ``swizzle`` > 0)."""
+    from ..core import tma
+
+    t = interop.as_tensor(mat, "mat")
+    checks.check_dtype(t, "mat", "uint8")
+    if len(t.shape) != 2:
+        raise ValueError(f"mat: expected a 2-D uint8 matrix, got shape {list(t.shape)}")
+    checks.check_contiguous(t, "mat")
+    target = arch.device_target(t.device)
+    if arch.sm_number(target) < 90:
+        raise RuntimeError(f"TMA needs sm_90 or newer, this GPU is {target}")
+    rows, cols = t.shape
+    if box_rows * box_cols > 16384:
+        raise ValueError("box: at most 16384 bytes")
+    desc = tma.encode_2d(t.ptr, "uint8", cols, rows, cols, box_cols, box_rows, swizzle)
+    out = interop.empty((box_rows, box_cols), "uint8", like=t)
+    launch(
+        jit.get_kernel(TMA_PROBE, "h3::tma_probe_sm90", target),
+        1,
+        128,
+        (desc, i32(x0), i32(y0), i32(box_rows * box_cols), ptr(out)),
+        tensors=[t, out],
+    )
+    return interop.export(out)
