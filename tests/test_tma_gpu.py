@@ -18,7 +18,7 @@ def test_tma_box(x0, y0, rng):
 
     if arch.sm_number(arch.current_target()) < 90:
         pytest.skip("TMA needs sm_90+")
-    rows, cols, br, bc = 100, 1000, 32, 64
+    rows, cols, br, bc = 100, 1008, 32, 64  # TMA: 16-byte multiple row stride
     m = rng.integers(1, 256, (rows, cols), dtype=np.uint8)  # never zero: zeros mean "past edge"
     got = cupy.asnumpy(tma_probe(cupy.asarray(m), x0, y0, bc, br))
     want = np.zeros((br, bc), np.uint8)
