@@ -5,8 +5,11 @@
   compares it with NumPy, and CI disassembles the cubins for sm_120a / sm_90a / sm_89 to check
   which tensor-core instruction each kind issues.
 * ``gemm_mma_sync`` is the first draft of the portable mma.sync back end (cp.async ring, plain
-  epilogue). It is compile- and SASS-checked in CI and has a GPU test, but **has not run on a
-  GPU yet**; the persistent TMA + mbarrier skeleton, wgmma and NVFP4 follow.
+  epilogue): correct on the H200 for bf16 and scaled e4m3 (tests/test_gemm_gpu.py), ~0.4x cuBLAS
+  so far; the sm_120a ``e4m3_mx`` form is compile-checked only. The persistent TMA + mbarrier
+  skeleton, wgmma and NVFP4 follow.
+* ``tma_probe`` loads one tile through a driver-encoded tensor map and an mbarrier (verified on
+  the H200, zeros past the edges).
 """
 
 from __future__ import annotations
