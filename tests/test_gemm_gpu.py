@@ -1,4 +1,5 @@
-"""GPU: the draft mma.sync GEMM against a float64 host GEMM of the same operands.
+"""GPU: the GEMM back ends (mma.sync; wgmma on sm_90a) against a float64 host GEMM of the same
+operands.
 
 Bounds (issue #3): relative Frobenius error <= 3e-3 and no element off by more than
 1e-2 * max|ref| (the output is rounded to bf16, whose half-ulp is 2^-9 relative; fp32 accumulation
@@ -23,12 +24,26 @@ def _check(got, ref):
     assert rel <= 3e-3 and worst <= 1e-2, (rel, worst)
 
 
+def _backend(name):
+    from h3cupy.core import arch
+    from h3cupy.ops import gemm
+
+    if name == "wgmma" and arch.current_target() != "sm_90a":
+        pytest.skip("the wgmma back end needs sm_90a")
+    return {"mma_sync": gemm.gemm_mma_sync, "wgmma": gemm.gemm_wgmma}[name]
+
+
+BACKENDS = ["mma_sync", "wgmma"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("m", [1, 129, 300])
-def test_gemm_bf16(m, rng):
+def test_gemm_bf16(m, backend, rng):
     import cupy
 
-    from h3cupy.ops.gemm import gemm_mma_sync
     from h3cupy.testing import download, poison
+
+    gemm_mma_sync = _backend(backend)
 
     a = formats.to_bf16(rng.normal(0, 0.5, (m, 5376)).astype(np.float32))
     b = formats.to_bf16(rng.normal(0, 0.01, (384, 5376)).astype(np.float32))
@@ -38,12 +53,14 @@ def test_gemm_bf16(m, rng):
     _check(download(out).astype(np.float32), a.astype(np.float64) @ b.astype(np.float64).T)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("m", [1, 129, 300])
-def test_gemm_e4m3_scaled(m, rng):
+def test_gemm_e4m3_scaled(m, backend, rng):
     import cupy
 
-    from h3cupy.ops.gemm import gemm_mma_sync
     from h3cupy.testing import download, poison
+
+    gemm_mma_sync = _backend(backend)
 
     a = formats.to_bf16(rng.normal(0, 0.5, (m, 7168)).astype(np.float32))
     w = formats.to_bf16(rng.normal(0, 0.01, (256, 7168)).astype(np.float32))
@@ -67,10 +84,11 @@ def test_gemm_e4m3_scaled(m, rng):
     _check(download(out).astype(np.float32), ref)
 
 
-def test_gemm_deterministic(rng):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gemm_deterministic(backend, rng):
     import cupy
 
-    from h3cupy.ops.gemm import gemm_mma_sync
+    gemm_mma_sync = _backend(backend)
 
     a = cupy.asarray(formats.to_bf16(rng.normal(0, 0.5, (257, 5376)).astype(np.float32)))
     b = cupy.asarray(formats.to_bf16(rng.normal(0, 0.01, (256, 5376)).astype(np.float32)))

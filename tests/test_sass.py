@@ -90,3 +90,14 @@ def test_tma_probe_sass(target):
     (c,) = sass.opcodes(sass.disassemble(gemm.TMA_PROBE, target)).values()
     assert any(o.startswith("UTMALDG") for o in c), sorted(c)  # the TMA tile load
     assert any(o.startswith("SYNCS") for o in c), sorted(c)  # mbarrier operations
+
+
+def test_gemm_wgmma_sass():
+    ops = sass.opcodes(sass.disassemble(gemm.GEMM_WGMMA, "sm_90a"))
+    for code, op in ((0, "HGMMA"), (1, "QGMMA")):
+        (name,) = [n for n in ops if f"gemm_wgmma_sm90ILi{code}E" in n]
+        c = ops[name]
+        assert sum(k for o, k in c.items() if o.startswith(op)) >= 4, sorted(c)  # 4 k-steps/stage
+        assert any(o.startswith("UTMALDG") for o in c)  # TMA producer
+        assert any(o.startswith("USETMAXREG") for o in c)  # setmaxnreg took effect
+        assert not any(o.startswith(("LDL", "STL")) for o in c), name

@@ -79,6 +79,46 @@ GEMM_MMA = jit.ModuleSpec(
 _BM, _BN, _BK_BYTES, _SMEM, _THREADS = 128, 128, 64, 4 * (128 + 128) * 64, 256
 
 
+def _gemm_operands(a, b, fmt, row_scale, col_scale, out, formats_, k_align_bytes):
+    """Wrap and check the operands shared by every GEMM back end."""
+    if fmt not in formats_:
+        raise ValueError(f"fmt: expected one of {', '.join(formats_)}, got {fmt!r}")
+    opfmt = formats_[fmt][-1]
+    fp8 = "e4m3" if opfmt == "e4m3" else None
+    at = interop.as_tensor(a, "a", fp8_as=fp8)
+    bt = interop.as_tensor(b, "b", fp8_as=fp8)
+    dev = at.device
+    checks.check_dtype(at, "a", opfmt)
+    if len(at.shape) != 2 or at.shape[0] < 1:
+        raise ValueError(f"a: expected shape [M, K] with M >= 1, got {list(at.shape)}")
+    m, k = at.shape
+    esize = 2 if opfmt == "bf16" else 1
+    if (k * esize) % k_align_bytes:
+        raise ValueError(
+            f"a: expected K * {esize} bytes to be a multiple of {k_align_bytes}, got K = {k}"
+        )
+    checks.check_tensor(at, "a", opfmt, (m, k), dev)
+    if len(bt.shape) != 2 or bt.shape[0] % _BN or bt.shape[1] != k:
+        raise ValueError(
+            f"b: expected shape [N, {k}] with N a multiple of 128, got {list(bt.shape)}"
+        )
+    n = bt.shape[0]
+    checks.check_tensor(bt, "b", opfmt, (n, k), dev)
+    rs = cs = None
+    if row_scale is not None:
+        rs = interop.as_tensor(row_scale, "row_scale")
+        checks.check_tensor(rs, "row_scale", "float32", (m,), dev, align=4)
+    if col_scale is not None:
+        cs = interop.as_tensor(col_scale, "col_scale")
+        checks.check_tensor(cs, "col_scale", "float32", (n,), dev, align=4)
+    if out is None:
+        ot = interop.empty((m, n), "bf16", like=at)
+    else:
+        ot = interop.as_tensor(out, "out")
+        checks.check_tensor(ot, "out", "bf16", (m, n), dev)
+    return at, bt, rs, cs, ot, m, n, k, esize
+
+
 def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None):
     """``out = bf16((a @ b^T) * row_scale[:, None] * col_scale[None, :])`` (fp32 accumulation,
     scales applied to the fp32 accumulator in that order) on the mma.sync back end.
@@ -93,42 +133,13 @@ def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, ou
 
     K * element size must be a multiple of 64 bytes.
     """
-    if fmt not in GEMM_FORMATS:
-        raise ValueError(f"fmt: expected one of {', '.join(GEMM_FORMATS)}, got {fmt!r}")
-    code, min_sm, needs_120, opfmt = GEMM_FORMATS[fmt]
-    fp8 = "e4m3" if opfmt == "e4m3" else None
-    at = interop.as_tensor(a, "a", fp8_as=fp8)
-    bt = interop.as_tensor(b, "b", fp8_as=fp8)
-    dev = at.device
-    checks.check_dtype(at, "a", opfmt)
-    if len(at.shape) != 2 or at.shape[0] < 1:
-        raise ValueError(f"a: expected shape [M, K] with M >= 1, got {list(at.shape)}")
-    m, k = at.shape
-    esize = 2 if opfmt == "bf16" else 1
-    if (k * esize) % _BK_BYTES:
-        raise ValueError(f"a: expected K * {esize} bytes to be a multiple of 64, got K = {k}")
-    checks.check_tensor(at, "a", opfmt, (m, k), dev)
-    if len(bt.shape) != 2 or bt.shape[0] % _BN or bt.shape[1] != k:
-        raise ValueError(
-            f"b: expected shape [N, {k}] with N a multiple of 128, got {list(bt.shape)}"
-        )
-    n = bt.shape[0]
-    checks.check_tensor(bt, "b", opfmt, (n, k), dev)
-    target = arch.device_target(dev)
+    at, bt, rs, cs, ot, m, n, k, esize = _gemm_operands(
+        a, b, fmt, row_scale, col_scale, out, GEMM_FORMATS, _BK_BYTES
+    )
+    code, min_sm, needs_120, _ = GEMM_FORMATS[fmt]
+    target = arch.device_target(at.device)
     if arch.sm_number(target) < min_sm or (needs_120 and not target.startswith("sm_12")):
         raise RuntimeError(f"gemm_mma_sync fmt={fmt!r} does not run on {target}")
-    rs = cs = None
-    if row_scale is not None:
-        rs = interop.as_tensor(row_scale, "row_scale")
-        checks.check_tensor(rs, "row_scale", "float32", (m,), dev, align=4)
-    if col_scale is not None:
-        cs = interop.as_tensor(col_scale, "col_scale")
-        checks.check_tensor(cs, "col_scale", "float32", (n,), dev, align=4)
-    if out is None:
-        ot = interop.empty((m, n), "bf16", like=at)
-    else:
-        ot = interop.as_tensor(out, "out")
-        checks.check_tensor(ot, "out", "bf16", (m, n), dev)
     launch(
         jit.get_kernel(GEMM_MMA, f"h3::gemm_mma_smxx<{code}>", target),
         (n // _BN, -(-m // _BM)),
@@ -136,6 +147,45 @@ def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, ou
         (ptr(at), ptr(bt), i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
         smem=_SMEM,
+    )
+    return interop.export(ot)
+
+
+#: fmt -> (template code, operand format)
+WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
+GEMM_WGMMA = jit.ModuleSpec(
+    "kernels/gemm_wgmma.cu",
+    tuple(f"h3::gemm_wgmma_sm90<{code}>" for code, _ in WGMMA_FORMATS.values()),
+)
+_WG_SMEM = 4 * 2 * 128 * 128 + 2 * 4 * 8 + 1024
+
+
+def gemm_wgmma(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None):
+    """The same contract as :func:`gemm_mma_sync` on the sm_90a speed path: TMA loads into a
+    4-stage mbarrier ring, a producer warpgroup and two wgmma consumer warpgroups.
+
+    K * element size must be a multiple of 128 bytes. Draft: compile- and SASS-checked; its GPU
+    test (tests/test_gemm_gpu.py) has not run yet.
+    """
+    from ..core import tma
+
+    at, bt, rs, cs, ot, m, n, k, esize = _gemm_operands(
+        a, b, fmt, row_scale, col_scale, out, WGMMA_FORMATS, 128
+    )
+    target = arch.device_target(at.device)
+    if target != "sm_90a":
+        raise RuntimeError(f"gemm_wgmma needs sm_90a (H100 / H200), this GPU is {target}")
+    code, opfmt = WGMMA_FORMATS[fmt]
+    tdt, box = ("bfloat16", 64) if opfmt == "bf16" else ("uint8", 128)
+    desc_a = tma.encode_2d(at.ptr, tdt, k, m, k * esize, box, 128, swizzle=128)
+    desc_b = tma.encode_2d(bt.ptr, tdt, k, n, k * esize, box, 128, swizzle=128)
+    launch(
+        jit.get_kernel(GEMM_WGMMA, f"h3::gemm_wgmma_sm90<{code}>", target),
+        (n // _BN, -(-m // _BM)),
+        384,
+        (desc_a, desc_b, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
+        tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
+        smem=_WG_SMEM,
     )
     return interop.export(ot)
 
