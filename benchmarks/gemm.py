@@ -23,6 +23,7 @@ def main() -> None:
     ap.add_argument("--m", type=int, nargs="+", default=[1, 129, 4824, 38592])
     ap.add_argument("--fmt", nargs="+", default=["bf16", "e4m3"])
     ap.add_argument("--shapes", nargs="+", default=list(SHAPES))
+    ap.add_argument("--backend", nargs="+", default=["mma_sync", "wgmma"])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -30,13 +31,19 @@ def main() -> None:
     import cupy
     import torch
 
-    from h3cupy.ops.gemm import gemm_mma_sync
+    from h3cupy.ops import gemm
     from h3cupy.testing import bench, device_info
 
     info = device_info()
     results = []
     print(f"{info['gpu']} ({info['target']})")
-    print(f"{'shape':<6}{'fmt':<6}{'M':>7}{'h3 ms':>9}{'TFLOP/s':>9}{'base ms':>9}{'ratio':>7}")
+    backends = {"mma_sync": gemm.gemm_mma_sync, "wgmma": gemm.gemm_wgmma}
+    if info["target"] != "sm_90a":
+        args.backend = [b for b in args.backend if b != "wgmma"]
+    print(
+        f"{'shape':<6}{'fmt':<6}{'backend':<9}{'M':>7}{'h3 ms':>9}{'TFLOP/s':>9}{'base ms':>9}"
+        f"{'ratio':>7}"
+    )
     for name in args.shapes:
         k, n = SHAPES[name]
         for m in args.m:
@@ -50,8 +57,8 @@ def main() -> None:
                     ta = [t.bfloat16() for t in ta]
                     tb = [t.bfloat16() for t in tb]
 
-                    def h3(i, ta=ta, tb=tb):
-                        gemm_mma_sync(ta[i], tb[i], fmt="bf16")
+                    def h3(i, fn, ta=ta, tb=tb):
+                        fn(ta[i], tb[i], fmt="bf16")
 
                     def base(i, ta=ta, tb=tb):
                         torch.mm(ta[i], tb[i].t())
@@ -63,8 +70,8 @@ def main() -> None:
                     rs = [s.reshape(-1).contiguous() for s in sa]
                     cs = [s.reshape(-1).contiguous() for s in sb]
 
-                    def h3(i, ta=ta, tb=tb, rs=rs, cs=cs):
-                        gemm_mma_sync(ta[i], tb[i], fmt="e4m3", row_scale=rs[i], col_scale=cs[i])
+                    def h3(i, fn, ta=ta, tb=tb, rs=rs, cs=cs):
+                        fn(ta[i], tb[i], fmt="e4m3", row_scale=rs[i], col_scale=cs[i])
 
                     def base(i, ta=ta, tb=tb, sa=sa, sb=sb):
                         torch._scaled_mm(
@@ -75,26 +82,31 @@ def main() -> None:
                             out_dtype=torch.bfloat16,
                         )
 
-                t_h3 = bench(h3, reps=args.reps, warmup=3, rotate=rot)
                 t_base = bench(base, reps=args.reps, warmup=3, rotate=rot)
-                row = {
-                    "shape": name,
-                    "fmt": fmt,
-                    "M": m,
-                    "K": k,
-                    "N": n,
-                    "backend": "mma_sync",
-                    "h3_ms": t_h3["median_ms"],
-                    "base_ms": t_base["median_ms"],
-                    "tflops": flops / (t_h3["median_ms"] * 1e-3) / 1e12,
-                    "base_tflops": flops / (t_base["median_ms"] * 1e-3) / 1e12,
-                    "ratio_vs_base": t_base["median_ms"] / t_h3["median_ms"],
-                }
-                results.append(row)
-                print(
-                    f"{name:<6}{fmt:<6}{m:>7}{row['h3_ms']:>9.3f}{row['tflops']:>9.1f}"
-                    f"{row['base_ms']:>9.3f}{row['ratio_vs_base']:>7.2f}"
-                )
+                for bname in args.backend:
+                    fn = backends[bname]
+                    t_h3 = bench(
+                        lambda i, fn=fn, h3=h3: h3(i, fn), reps=args.reps, warmup=3, rotate=rot
+                    )
+                    row = {
+                        "shape": name,
+                        "fmt": fmt,
+                        "M": m,
+                        "K": k,
+                        "N": n,
+                        "backend": bname,
+                        "h3_ms": t_h3["median_ms"],
+                        "base_ms": t_base["median_ms"],
+                        "tflops": flops / (t_h3["median_ms"] * 1e-3) / 1e12,
+                        "base_tflops": flops / (t_base["median_ms"] * 1e-3) / 1e12,
+                        "ratio_vs_base": t_base["median_ms"] / t_h3["median_ms"],
+                    }
+                    results.append(row)
+                    print(
+                        f"{name:<6}{fmt:<6}{bname:<9}{m:>7}{row['h3_ms']:>9.3f}"
+                        f"{row['tflops']:>9.1f}{row['base_ms']:>9.3f}"
+                        f"{row['ratio_vs_base']:>7.2f}"
+                    )
                 del ta, tb
                 torch.cuda.empty_cache()
                 cupy.get_default_memory_pool().free_all_blocks()
