@@ -8,6 +8,8 @@
   epilogue): correct on the H200 for bf16 and scaled e4m3 (tests/test_gemm_gpu.py), ~0.4x cuBLAS
   so far; the sm_120a ``e4m3_mx`` form is compile-checked only. The persistent TMA + mbarrier
   skeleton, wgmma and NVFP4 follow.
+* ``gemm_wgmma`` is the sm_90a speed-path draft (TMA + mbarrier ring, producer warpgroup, two
+  wgmma consumer warpgroups): compile- and SASS-checked, **not yet run on a GPU**.
 * ``tma_probe`` loads one tile through a driver-encoded tensor map and an mbarrier (verified on
   the H200, zeros past the edges).
 """
