@@ -153,15 +153,9 @@ def poison(*arrays) -> None:
         if type(a).__module__.startswith("torch"):
             import torch
 
-            a.view(torch.uint8).fill_(0xFF) if a.dtype != torch.uint8 else a.fill_(0xFF)
+            a.view(torch.uint8).fill_(0xFF)
         else:
             a.view(np.uint8).fill(0xFF)
-
-
-def empty_like_spec(shape, dtype):
-    import cupy
-
-    return cupy.empty(shape, dtype=dtype)
 
 
 # -------------------------------------------------------------------------------------- timing

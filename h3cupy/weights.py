@@ -279,9 +279,9 @@ def qkv_rows_checkpoint_to_engine(w):
             f"w: expected rows of a multiple of 4 bytes, got {row_bytes}; pass the weight or a "
             "[21504, K] code matrix"
         )
-    out = interop.empty(t.shape, t.fmt, like=t) if t.fmt in interop.RAW_DTYPE else None
-    if out is None:
-        raise TypeError(f"w: unsupported dtype {t.fmt}")
+    if t.fmt not in interop.RAW_DTYPE:
+        raise TypeError(f"w: expected bf16, e4m3, uint8, int32, int64 or float32 rows, got {t.fmt}")
+    out = interop.empty(t.shape, t.fmt, like=t)
     launch(
         _kernel("permute_rows_smxx", t.device),
         QKV,
