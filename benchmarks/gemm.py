@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 
 import numpy as np
@@ -38,8 +39,18 @@ def main() -> None:
     results = []
     print(f"{info['gpu']} ({info['target']})")
     backends = {"mma_sync": gemm.gemm_mma_sync, "wgmma": gemm.gemm_wgmma}
+    # Fixed variants of the sm_90a engine: wgmma<tile N>[p] (p: FP8 promotion).
+    for _fmt, tile_n, promote in gemm.WGMMA_VARIANTS:
+        name_ = f"wgmma{tile_n}{'p' if promote else ''}"
+        backends.setdefault(
+            name_, functools.partial(gemm.gemm_wgmma, tile_n=tile_n, promote=promote)
+        )
+    valid = {
+        f"wgmma{tile_n}{'p' if promote else ''}:{fmt_}"
+        for fmt_, tile_n, promote in gemm.WGMMA_VARIANTS
+    }
     if info["target"] != "sm_90a":
-        args.backend = [b for b in args.backend if b != "wgmma"]
+        args.backend = [b for b in args.backend if not b.startswith("wgmma")]
     print(
         f"{'shape':<6}{'fmt':<6}{'backend':<9}{'M':>7}{'h3 ms':>9}{'TFLOP/s':>9}{'base ms':>9}"
         f"{'ratio':>7}"
@@ -84,6 +95,9 @@ def main() -> None:
 
                 t_base = bench(base, reps=args.reps, warmup=3, rotate=rot)
                 for bname in args.backend:
+                    variant = bname.startswith("wgmma") and bname != "wgmma"
+                    if variant and f"{bname}:{fmt}" not in valid:
+                        continue
                     fn = backends[bname]
                     t_h3 = bench(
                         lambda i, fn=fn, h3=h3: h3(i, fn), reps=args.reps, warmup=3, rotate=rot

@@ -84,6 +84,66 @@ def test_gemm_e4m3_scaled(m, backend, rng):
     _check(download(out).astype(np.float32), ref)
 
 
+def _wgmma_variant_ids():
+    from h3cupy.ops.gemm import WGMMA_VARIANTS
+
+    return [f"{f}-n{n}{'-promote' if p else ''}" for f, n, p in WGMMA_VARIANTS]
+
+
+def _operands(rng, fmt, m, n, k):
+    """Random operands in the model's ranges and the float64 reference of the same quantized
+    values: activations ~N(0, 0.5), weights ~N(0, 0.01); FP8 per-token x per-channel."""
+    a = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
+    w = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))
+    if fmt == "bf16":
+        return (a, w, None, None), a.astype(np.float64) @ w.astype(np.float64).T
+    aq, as_ = formats.fp8_quantize_per_token(a)
+    wq, ws = formats.fp8_quantize_per_channel(w)
+    ref = (
+        (formats.e4m3_decode(aq).astype(np.float64) @ formats.e4m3_decode(wq).astype(np.float64).T)
+        * as_[:, None]
+        * ws[None, :]
+    )
+    return (aq, wq, as_, ws), ref
+
+
+# (M, N, K): M tails, every H3 K, and a grid with more tiles than SMs (each CTA runs several tiles,
+# the stage ring wraps across tile boundaries).
+WGMMA_SHAPES = [(1, 512, 5376), (129, 512, 7168), (300, 512, 14336), (2000, 2560, 2048)]
+
+
+@pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", list(range(5)), ids=_wgmma_variant_ids())
+def test_gemm_wgmma_variants(variant, shape, rng):
+    import cupy
+
+    from h3cupy.ops import gemm
+    from h3cupy.testing import download, poison
+
+    _backend("wgmma")
+    fmt, tile_n, promote = gemm.WGMMA_VARIANTS[variant]
+    m, n, k = shape
+    if fmt == "e4m3" and not promote and k > 7168:
+        # NOTE: without promotion Hopper's FP8 wgmma accumulator (~14 bits) measured rel. Frobenius
+        # 3.3e-3 at K = 14336 on the H200 (2026-12-01), over the 3e-3 bound: the unpromoted
+        # variants are benchmark-only there, and the library's FP8 default promotes.
+        pytest.skip("unpromoted FP8 exceeds the error bound at K > 7168 (benchmark-only)")
+    (a, w, as_, ws), ref = _operands(rng, fmt, m, n, k)
+    out = cupy.empty((m, n), formats.BF16)
+    poison(out)
+    gemm.gemm_wgmma(
+        cupy.asarray(a),
+        cupy.asarray(w),
+        fmt=fmt,
+        row_scale=None if as_ is None else cupy.asarray(as_),
+        col_scale=None if ws is None else cupy.asarray(ws),
+        out=out,
+        tile_n=tile_n,
+        promote=promote,
+    )
+    _check(download(out).astype(np.float32), ref)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gemm_deterministic(backend, rng):
     import cupy

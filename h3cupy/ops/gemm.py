@@ -8,8 +8,8 @@
   epilogue): correct on the H200 for bf16 and scaled e4m3 (tests/test_gemm_gpu.py), ~0.4x cuBLAS
   so far; the sm_120a ``e4m3_mx`` form is compile-checked only. The persistent TMA + mbarrier
   skeleton, wgmma and NVFP4 follow.
-* ``gemm_wgmma`` is the sm_90a speed-path draft (TMA + mbarrier ring, producer warpgroup, two
-  wgmma consumer warpgroups): compile- and SASS-checked, **not yet run on a GPU**.
+* ``gemm_wgmma`` is the sm_90a engine (persistent, grouped tile order, TMA + mbarrier ring,
+  producer warpgroup, two wgmma consumer warpgroups, epilogue functor; FP8 promotion).
 * ``tma_probe`` loads one tile through a driver-encoded tensor map and an mbarrier (verified on
   the H200, zeros past the edges).
 """
@@ -155,39 +155,90 @@ def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, ou
 
 #: fmt -> (template code, operand format)
 WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
-GEMM_WGMMA = jit.ModuleSpec(
-    "kernels/gemm_wgmma.cu",
-    tuple(f"h3::gemm_wgmma_sm90<{code}>" for code, _ in WGMMA_FORMATS.values()),
+#: the instantiated (fmt, tile N, FP8 promotion) variants of the sm_90a engine
+WGMMA_VARIANTS = (
+    ("bf16", 256, False),
+    ("bf16", 128, False),
+    ("e4m3", 256, False),
+    ("e4m3", 128, True),
+    ("e4m3", 128, False),
 )
-_WG_SMEM = 4 * 2 * 128 * 128 + 2 * 4 * 8 + 1024
 
 
-def gemm_wgmma(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None):
-    """The same contract as :func:`gemm_mma_sync` on the sm_90a speed path: TMA loads into a
-    4-stage mbarrier ring, a producer warpgroup and two wgmma consumer warpgroups.
+def _wgmma_name(fmt: str, tile_n: int, promote: bool) -> str:
+    return f"h3::gemm_wgmma_sm90<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {str(promote).lower()}>"
 
-    K * element size must be a multiple of 128 bytes. Draft: compile- and SASS-checked; its GPU
-    test (tests/test_gemm_gpu.py) has not run yet.
+
+GEMM_WGMMA = jit.ModuleSpec("kernels/gemm_wgmma.cu", tuple(_wgmma_name(*v) for v in WGMMA_VARIANTS))
+
+
+def wgmma_smem_bytes(tile_n: int) -> int:
+    """Dynamic shared memory of the sm_90a engine (mirrors Sm90GemmCfg in gemm_sm90.cuh)."""
+    stage = (128 + tile_n) * 128
+    stages = (4 * 48 * 1024) // stage
+    return stages * stage + 2 * stages * 8 + 1024
+
+
+def wgmma_config(fmt: str, m: int, n: int, sms: int, tile_n=None, promote=None):
+    """The engine variant for a problem: FP8 promotes by default (Hopper's FP8 wgmma keeps ~14
+    accumulator bits), which needs tile N = 128; bf16 takes tile N = 256 unless that leaves SMs
+    idle (small M), then 128."""
+    if promote is None:
+        promote = fmt == "e4m3" and tile_n != 256
+    if tile_n is None:
+        wide = not promote and n % 256 == 0 and -(-m // 128) * (n // 256) >= sms
+        tile_n = 256 if wide else 128
+    if (fmt, tile_n, bool(promote)) not in WGMMA_VARIANTS:
+        raise ValueError(
+            f"tile_n/promote: expected one of {WGMMA_VARIANTS} for fmt={fmt!r}, "
+            f"got tile_n={tile_n}, promote={promote}"
+        )
+    return tile_n, bool(promote)
+
+
+def gemm_wgmma(
+    a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None, tile_n=None, promote=None
+):
+    """The same contract as :func:`gemm_mma_sync` on the sm_90a engine: persistent, TMA loads
+    into an mbarrier ring, a producer warpgroup and two wgmma consumer warpgroups
+    (``cuda_src/include/h3/gemm_sm90.cuh``).
+
+    Args:
+        a: ``[M, K]`` bf16 or e4m3 (uint8 codes accepted); K * element size a multiple of 128 B.
+        b: ``[N, K]`` in the same format; N a multiple of 128 (of 256 for ``tile_n=256``).
+        fmt: ``"bf16"`` or ``"e4m3"``.
+        row_scale, col_scale: optional fp32 ``[M]`` / ``[N]`` (col_scale 8-byte aligned).
+        out: optional bf16 ``[M, N]``.
+        tile_n, promote: override the variant :func:`wgmma_config` picks (benchmarks, tests).
     """
     from ..core import tma
 
     at, bt, rs, cs, ot, m, n, k, esize = _gemm_operands(
         a, b, fmt, row_scale, col_scale, out, WGMMA_FORMATS, 128
     )
+    if cs is not None and cs.ptr % 8:
+        raise ValueError(
+            f"col_scale: expected an 8-byte aligned address, got {cs.ptr:#x}; pass a fresh array"
+        )
     target = arch.device_target(at.device)
     if target != "sm_90a":
         raise RuntimeError(f"gemm_wgmma needs sm_90a (H100 / H200), this GPU is {target}")
-    code, opfmt = WGMMA_FORMATS[fmt]
+    sms = arch.sm_count(at.device)
+    tile_n, promote = wgmma_config(fmt, m, n, sms, tile_n, promote)
+    if n % tile_n:
+        raise ValueError(f"b: expected N to be a multiple of {tile_n} for tile_n={tile_n}, got {n}")
+    _, opfmt = WGMMA_FORMATS[fmt]
     tdt, box = ("bfloat16", 64) if opfmt == "bf16" else ("uint8", 128)
     desc_a = tma.encode_2d(at.ptr, tdt, k, m, k * esize, box, 128, swizzle=128)
-    desc_b = tma.encode_2d(bt.ptr, tdt, k, n, k * esize, box, 128, swizzle=128)
+    desc_b = tma.encode_2d(bt.ptr, tdt, k, n, k * esize, box, tile_n, swizzle=128)
+    tiles = -(-m // 128) * (n // tile_n)
     launch(
-        jit.get_kernel(GEMM_WGMMA, f"h3::gemm_wgmma_sm90<{code}>", target),
-        (n // _BN, -(-m // _BM)),
+        jit.get_kernel(GEMM_WGMMA, _wgmma_name(fmt, tile_n, promote), target),
+        min(tiles, sms),
         384,
         (desc_a, desc_b, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
-        smem=_WG_SMEM,
+        smem=wgmma_smem_bytes(tile_n),
     )
     return interop.export(ot)
 

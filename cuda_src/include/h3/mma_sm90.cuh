@@ -4,7 +4,7 @@
 // bf16 or 128 e4m3), 8-row groups 1024 bytes apart, tile bases 1024-byte aligned. The
 // accumulator of m64nNk16 / m64nNk32 maps like the mma.sync C fragment per warp: warp w of the
 // warpgroup owns rows 16w..16w+15, and d[4j + r] sits at (row 16w + mma_c_row(lane, r),
-// column 8j + mma_c_col(lane, r)).
+// column 8j + mma_c_col(lane, r)), j < N / 8.
 // NOTE: compile- and SASS-checked in CI; a GPU test checks it against NumPy.
 #pragma once
 #include "h3/common.cuh"
@@ -41,33 +41,67 @@ H3_DEVICE void setmaxnreg_dec() {
 #endif
 }
 
-// d[64] (+)= A(desc) * B(desc)^T: one m64n128 bf16.bf16 step; scale_d = 0 overwrites d.
-H3_DEVICE void wgmma_bf16_m64n128k16(float (&d)[64], u64 desc_a, u64 desc_b, int scale_d) {
+// Operand lists of the accumulator fragments (64 or 128 fp32 registers).
+#define H3_F8(i) \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+#define H3_ACC64 \
+  H3_F8(0), H3_F8(8), H3_F8(16), H3_F8(24), H3_F8(32), H3_F8(40), H3_F8(48), H3_F8(56)
+#define H3_ACC128 \
+  H3_ACC64, H3_F8(64), H3_F8(72), H3_F8(80), H3_F8(88), H3_F8(96), H3_F8(104), H3_F8(112), \
+      H3_F8(120)
+#define H3_REGS64 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define H3_REGS128 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
+
+// One instruction: predicate p = (scale_d != 0); scale_d = 0 overwrites d instead of adding.
+// bf16 takes immediate scale-a/b = 1 and no transposes (both K-major); FP8 has no transpose
+// operands at all.
+#define H3_WGMMA_ASM(SHAPE, REGS, ID_A, ID_B, ID_S, TAIL)                     \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" ID_S ", 0;\n"                  \
+               " wgmma.mma_async.sync.aligned." SHAPE " {" REGS "}, %" ID_A ", %" ID_B \
+               ", p, 1, 1" TAIL ";\n}"
+
+// d (+)= A(desc) * B(desc)^T for one k-step of a 64 x kN tile; kFmt 0: bf16 (k16), 1: e4m3 (k32).
+template <int kFmt, int kN>
+H3_DEVICE void wgmma_step(float (&d)[kN / 2], u64 desc_a, u64 desc_b, int scale_d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  static_assert(kN == 128 || kN == 256, "wgmma_step: N must be 128 or 256");
+  if constexpr (kFmt == 0 && kN == 128) {
+    H3_WGMMA_ASM("m64n128k16.f32.bf16.bf16", H3_REGS64, "64", "65", "66", ", 0, 0")
+                 : H3_ACC64 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (kFmt == 0 && kN == 256) {
+    H3_WGMMA_ASM("m64n256k16.f32.bf16.bf16", H3_REGS128, "128", "129", "130", ", 0, 0")
+                 : H3_ACC128 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (kFmt == 1 && kN == 128) {
+    H3_WGMMA_ASM("m64n128k32.f32.e4m3.e4m3", H3_REGS64, "64", "65", "66", "")
+                 : H3_ACC64 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else {
+    H3_WGMMA_ASM("m64n256k32.f32.e4m3.e4m3", H3_REGS128, "128", "129", "130", "")
+                 : H3_ACC128 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
 #else
   __trap();
 #endif
 }
 
-// d[64] (+)= A(desc) * B(desc)^T: one m64n128 e4m3.e4m3 step; scale_d = 0 overwrites d.
-// NOTE: FP8 wgmma takes no transpose operands (K-major only).
-H3_DEVICE void wgmma_e4m3_m64n128k32(float (&d)[64], u64 desc_a, u64 desc_b, int scale_d) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-#else
-  __trap();
-#endif
-}
+#undef H3_WGMMA_ASM
+#undef H3_ACC128
+#undef H3_ACC64
+#undef H3_F8
+#undef H3_REGS128
+#undef H3_REGS64
 
 }  // namespace h3

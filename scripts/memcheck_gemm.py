@@ -1,0 +1,40 @@
+"""Run each GEMM path once at a small M, for compute-sanitizer memcheck:
+
+compute-sanitizer --tool memcheck python3 scripts/memcheck_gemm.py
+"""
+
+from __future__ import annotations
+
+import cupy
+import numpy as np
+
+from h3cupy import formats
+from h3cupy.core import arch
+from h3cupy.ops import gemm
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    m, n, k = 129, 512, 1024
+    a = cupy.asarray(formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32)))
+    b = cupy.asarray(formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32)))
+    aq = cupy.asarray(rng.integers(0, 0x7E, (m, k), dtype=np.uint8))
+    bq = cupy.asarray(rng.integers(0, 0x7E, (n, k), dtype=np.uint8))
+    rs = cupy.ones(m, np.float32)
+    cs = cupy.ones(n, np.float32)
+    gemm.gemm_mma_sync(a, b, fmt="bf16")
+    gemm.gemm_mma_sync(aq, bq, fmt="e4m3", row_scale=rs, col_scale=cs)
+    paths = 2
+    if arch.current_target() == "sm_90a":
+        for fmt, tile_n, promote in gemm.WGMMA_VARIANTS:
+            x, y = (a, b) if fmt == "bf16" else (aq, bq)
+            gemm.gemm_wgmma(
+                x, y, fmt=fmt, row_scale=rs, col_scale=cs, tile_n=tile_n, promote=promote
+            )
+            paths += 1
+    cupy.cuda.Device().synchronize()
+    print(f"memcheck_gemm: {paths} GEMM paths ran at M={m}, N={n}, K={k}")
+
+
+if __name__ == "__main__":
+    main()
