@@ -33,27 +33,28 @@ def main() -> None:
     import torch
 
     from h3cupy.ops import gemm
-    from h3cupy.testing import bench, device_info
+    from h3cupy.testing import bench, bench_graph, device_info
 
     info = device_info()
     results = []
     print(f"{info['gpu']} ({info['target']})")
     backends = {"mma_sync": gemm.gemm_mma_sync, "wgmma": gemm.gemm_wgmma}
-    # Fixed variants of the sm_90a engine: wgmma<tile N>[p] (p: FP8 promotion).
-    for _fmt, tile_n, promote in gemm.WGMMA_VARIANTS:
-        name_ = f"wgmma{tile_n}{'p' if promote else ''}"
+
+    #     # wgmma<tile N>[p][x2]: p = FP8 promotion, x2 = clusters of two CTAs multicasting B.
+    def vname(tile_n, promote, cluster):
+        return f"wgmma{tile_n}{'p' if promote else ''}{'x2' if cluster == 2 else ''}"
+
+    for _fmt, tile_n, promote, cluster in gemm.WGMMA_VARIANTS:
         backends.setdefault(
-            name_, functools.partial(gemm.gemm_wgmma, tile_n=tile_n, promote=promote)
+            vname(tile_n, promote, cluster),
+            functools.partial(gemm.gemm_wgmma, tile_n=tile_n, promote=promote, cluster=cluster),
         )
-    valid = {
-        f"wgmma{tile_n}{'p' if promote else ''}:{fmt_}"
-        for fmt_, tile_n, promote in gemm.WGMMA_VARIANTS
-    }
+    valid = {f"{vname(*v[1:])}:{v[0]}" for v in gemm.WGMMA_VARIANTS}
     if info["target"] != "sm_90a":
         args.backend = [b for b in args.backend if not b.startswith("wgmma")]
     print(
         f"{'shape':<6}{'fmt':<6}{'backend':<9}{'M':>7}{'h3 ms':>9}{'TFLOP/s':>9}{'base ms':>9}"
-        f"{'ratio':>7}"
+        f"{'ratio':>7}{'graph h3':>10}{'graph base':>11}{'g-ratio':>8}"
     )
     for name in args.shapes:
         k, n = SHAPES[name]
@@ -64,12 +65,13 @@ def main() -> None:
                 rot = min(rot, 8)
                 ta = [torch.randn(m, k, device="cuda").mul_(0.5) for _ in range(rot)]
                 tb = [torch.randn(n, k, device="cuda").mul_(0.01) for _ in range(rot)]
+                out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
                 if fmt == "bf16":
                     ta = [t.bfloat16() for t in ta]
                     tb = [t.bfloat16() for t in tb]
 
-                    def h3(i, fn, ta=ta, tb=tb):
-                        fn(ta[i], tb[i], fmt="bf16")
+                    def h3(i, fn, ta=ta, tb=tb, out=out):
+                        fn(ta[i], tb[i], fmt="bf16", out=out)
 
                     def base(i, ta=ta, tb=tb):
                         torch.mm(ta[i], tb[i].t())
@@ -81,8 +83,8 @@ def main() -> None:
                     rs = [s.reshape(-1).contiguous() for s in sa]
                     cs = [s.reshape(-1).contiguous() for s in sb]
 
-                    def h3(i, fn, ta=ta, tb=tb, rs=rs, cs=cs):
-                        fn(ta[i], tb[i], fmt="e4m3", row_scale=rs[i], col_scale=cs[i])
+                    def h3(i, fn, ta=ta, tb=tb, rs=rs, cs=cs, out=out):
+                        fn(ta[i], tb[i], fmt="e4m3", row_scale=rs[i], col_scale=cs[i], out=out)
 
                     def base(i, ta=ta, tb=tb, sa=sa, sb=sb):
                         torch._scaled_mm(
@@ -94,6 +96,7 @@ def main() -> None:
                         )
 
                 t_base = bench(base, reps=args.reps, warmup=3, rotate=rot)
+                g_base = bench_graph(base, reps=args.reps, rotate=rot)
                 for bname in args.backend:
                     variant = bname.startswith("wgmma") and bname != "wgmma"
                     if variant and f"{bname}:{fmt}" not in valid:
@@ -101,6 +104,9 @@ def main() -> None:
                     fn = backends[bname]
                     t_h3 = bench(
                         lambda i, fn=fn, h3=h3: h3(i, fn), reps=args.reps, warmup=3, rotate=rot
+                    )
+                    g_h3 = bench_graph(
+                        lambda i, fn=fn, h3=h3: h3(i, fn), reps=args.reps, rotate=rot
                     )
                     row = {
                         "shape": name,
@@ -114,20 +120,30 @@ def main() -> None:
                         "tflops": flops / (t_h3["median_ms"] * 1e-3) / 1e12,
                         "base_tflops": flops / (t_base["median_ms"] * 1e-3) / 1e12,
                         "ratio_vs_base": t_base["median_ms"] / t_h3["median_ms"],
+                        "graph_h3_ms": g_h3["median_ms"],
+                        "graph_base_ms": g_base["median_ms"],
+                        "graph_ratio": g_base["median_ms"] / g_h3["median_ms"],
+                        "graph_tflops": flops / (g_h3["median_ms"] * 1e-3) / 1e12,
                     }
                     results.append(row)
                     print(
                         f"{name:<6}{fmt:<6}{bname:<9}{m:>7}{row['h3_ms']:>9.3f}"
                         f"{row['tflops']:>9.1f}{row['base_ms']:>9.3f}"
-                        f"{row['ratio_vs_base']:>7.2f}"
+                        f"{row['ratio_vs_base']:>7.2f}{row['graph_h3_ms']:>10.3f}"
+                        f"{row['graph_base_ms']:>11.3f}{row['graph_ratio']:>8.2f}"
                     )
-                del ta, tb
+                del ta, tb, out
                 torch.cuda.empty_cache()
                 cupy.get_default_memory_pool().free_all_blocks()
+    from h3cupy.core import launch
+
+    clusters = sorted(set(launch._active_clusters.values()))
+    print(f"resident clusters (cuOccupancyMaxActiveClusters): {clusters}")
     doc = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": info,
         "torch": torch.__version__,
+        "max_active_clusters": clusters,
         "results": results,
     }
     if args.json:

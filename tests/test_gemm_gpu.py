@@ -87,7 +87,7 @@ def test_gemm_e4m3_scaled(m, backend, rng):
 def _wgmma_variant_ids():
     from h3cupy.ops.gemm import WGMMA_VARIANTS
 
-    return [f"{f}-n{n}{'-promote' if p else ''}" for f, n, p in WGMMA_VARIANTS]
+    return [f"{f}-n{n}{'-promote' if p else ''}-x{c}" for f, n, p, c in WGMMA_VARIANTS]
 
 
 def _operands(rng, fmt, m, n, k):
@@ -107,9 +107,10 @@ def _operands(rng, fmt, m, n, k):
     return (aq, wq, as_, ws), ref
 
 
-# (M, N, K): M tails, every H3 K, and a grid with more tiles than SMs (each CTA runs several tiles,
-# the stage ring wraps across tile boundaries).
-WGMMA_SHAPES = [(1, 512, 5376), (129, 512, 7168), (300, 512, 14336), (2000, 2560, 2048)]
+# (M, N, K): M tails (300: an odd number of M-tiles, so one CTA of a cluster pair computes rows
+# past M only), N tails (520, 1000 are not multiples of the tile), every H3 K, and a grid with more
+# tiles than SMs (each CTA runs several tiles; the stage ring wraps across tile boundaries).
+WGMMA_SHAPES = [(1, 512, 5376), (129, 520, 7168), (300, 1000, 14336), (2000, 2560, 2048)]
 
 
 @pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -121,7 +122,7 @@ def test_gemm_wgmma_variants(variant, shape, rng):
     from h3cupy.testing import download, poison
 
     _backend("wgmma")
-    fmt, tile_n, promote = gemm.WGMMA_VARIANTS[variant]
+    fmt, tile_n, promote, cluster = gemm.WGMMA_VARIANTS[variant]
     m, n, k = shape
     if fmt == "e4m3" and not promote and k > 7168:
         # NOTE: without promotion Hopper's FP8 wgmma accumulator (~14 bits) measured rel. Frobenius
@@ -140,6 +141,7 @@ def test_gemm_wgmma_variants(variant, shape, rng):
         out=out,
         tile_n=tile_n,
         promote=promote,
+        cluster=cluster,
     )
     _check(download(out).astype(np.float32), ref)
 

@@ -96,13 +96,16 @@ def test_gemm_wgmma_sass():
     text = sass.disassemble(gemm.GEMM_WGMMA, "sm_90a")
     ops = sass.opcodes(text)
     assert len(ops) == len(gemm.WGMMA_VARIANTS)
-    for fmt, tile_n, promote in gemm.WGMMA_VARIANTS:
+    for fmt, tile_n, promote, cluster in gemm.WGMMA_VARIANTS:
         code, op = {"bf16": (0, "HGMMA"), "e4m3": (1, "QGMMA")}[fmt]
-        (name,) = [n for n in ops if f"ILi{code}ELi{tile_n}ELb{int(promote)}E" in n]
+        kern = "gemm_wgmma_x2_sm90" if cluster == 2 else "gemm_wgmma_sm90"
+        (name,) = [n for n in ops if f"{kern}ILi{code}ELi{tile_n}ELb{int(promote)}E" in n]
         c = ops[name]
         # 4 k-steps per stage, each one 64 x tile_n warpgroup MMA
         assert sum(k for o, k in c.items() if o.startswith(op)) >= 4, sorted(c)
         assert f"{op}.64x{tile_n}x{16 if fmt == 'bf16' else 32}" in text
         assert any(o.startswith("UTMALDG") for o in c)  # TMA producer
+        if cluster == 2:  # B multicast to both CTAs of the cluster
+            assert any(o.startswith("UTMALDG.2D.MULTICAST") for o in c), sorted(c)
         assert any(o.startswith("USETMAXREG") for o in c)  # setmaxnreg took effect
         assert not any(o.startswith(("LDL", "STL")) for o in c), name

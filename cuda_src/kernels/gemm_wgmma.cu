@@ -1,17 +1,35 @@
 // The plain GEMM on the sm_90a engine (h3/gemm_sm90.cuh):
 //   C = bf16((A * B^T) * row_scale[m] * col_scale[n]), fp32 accumulation, scales optional.
-// Instantiated as gemm_wgmma_sm90<fmt, tile N, promote>: fmt 0 bf16, 1 e4m3.
+// Instantiated as gemm_wgmma[_x2]_sm90<fmt, tile N, promote>: fmt 0 bf16, 1 e4m3; _x2 runs
+// clusters of two CTAs that multicast B.
 #include "h3/gemm_sm90.cuh"
 
 namespace h3 {
 
+// NOTE: clusters exist from sm_90 on; the module also compiles (to trapping stubs) elsewhere.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define H3_CLUSTER_X2 __cluster_dims__(2, 1, 1)
+#else
+#define H3_CLUSTER_X2
+#endif
+
+// kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
 template <int kFmt, int kBN, bool kPromote>
 __global__ void __launch_bounds__(384, 1) gemm_wgmma_sm90(
     const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b, int M, int N,
     int k_bytes, const float* __restrict__ row_scale, const float* __restrict__ col_scale,
     bf16_t* __restrict__ C) {
   const EpiScaleBf16 epi{row_scale, col_scale, C, M, N};
-  gemm_sm90_body<kFmt, kBN, kPromote>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_sm90_body<kFmt, kBN, kPromote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
+}
+
+template <int kFmt, int kBN, bool kPromote>
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) gemm_wgmma_x2_sm90(
+    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b, int M, int N,
+    int k_bytes, const float* __restrict__ row_scale, const float* __restrict__ col_scale,
+    bf16_t* __restrict__ C) {
+  const EpiScaleBf16 epi{row_scale, col_scale, C, M, N};
+  gemm_sm90_body<kFmt, kBN, kPromote, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 }  // namespace h3

@@ -6,6 +6,8 @@ parameter list on every platform (a Python int would be passed as whatever CuPy 
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from .interop import Tensor, current_stream_ptr
@@ -44,6 +46,51 @@ def f32(v: float) -> np.float32:
     return np.float32(v)
 
 
+def _unlock_smem(kernel, smem: int) -> None:
+    if smem > _SMEM_DEFAULT_LIMIT and _smem_unlocked.get(id(kernel), 0) < smem:
+        kernel.max_dynamic_shared_size_bytes = smem
+        _smem_unlocked[id(kernel)] = smem
+
+
+class _LaunchConfig(ctypes.Structure):
+    _fields_ = [
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_mem", ctypes.c_uint),
+        ("stream", ctypes.c_void_p),
+        ("attrs", ctypes.c_void_p),
+        ("num_attrs", ctypes.c_uint),
+    ]
+
+
+_active_clusters: dict[tuple[int, int, int], int] = {}
+
+
+def max_active_clusters(kernel, cluster: int, block: int, smem: int, fallback: int) -> int:
+    """How many clusters of a kernel with compile-time ``__cluster_dims__(cluster)`` can be
+    resident at once (``cuOccupancyMaxActiveClusters``); sizes persistent clustered grids, since
+    GPCs with an odd number of free SMs cannot host a whole cluster on every SM. ``fallback`` is
+    returned if the driver cannot answer (a grid that is too large costs speed, not correctness,
+    because the engine's clusters never wait on each other)."""
+    key = (id(kernel), block, smem)
+    got = _active_clusters.get(key)
+    if got is None:
+        _unlock_smem(kernel, smem)
+        cfg = _LaunchConfig()
+        cfg.grid[:] = (cluster, 1, 1)
+        cfg.block[:] = (block, 1, 1)
+        cfg.shared_mem = smem
+        out = ctypes.c_int(0)
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
+            rc = fn(ctypes.byref(out), ctypes.c_void_p(kernel.ptr), ctypes.byref(cfg))
+        except (OSError, AttributeError):  # pragma: no cover - no driver entry point
+            rc = -1
+        got = out.value if rc == 0 and out.value > 0 else fallback
+        _active_clusters[key] = got
+    return got
+
+
 def launch(
     kernel,
     grid: int | tuple[int, ...],
@@ -58,9 +105,7 @@ def launch(
     Dynamic shared memory above 48 KiB is unlocked on the kernel object the first time it is
     asked for (``cudaFuncAttributeMaxDynamicSharedMemorySize``).
     """
-    if smem > _SMEM_DEFAULT_LIMIT and _smem_unlocked.get(id(kernel), 0) < smem:
-        kernel.max_dynamic_shared_size_bytes = smem
-        _smem_unlocked[id(kernel)] = smem
+    _unlock_smem(kernel, smem)
     grid = (grid,) if isinstance(grid, int) else tuple(grid)
     block = (block,) if isinstance(block, int) else tuple(block)
     limit = _max_threads.get(id(kernel))

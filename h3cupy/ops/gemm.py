@@ -16,10 +16,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..core import arch, checks, interop, jit
-from ..core.launch import i32, launch, ptr
+from ..core.launch import i32, launch, max_active_clusters, ptr
 
 #: kind -> (template code, minimum sm, needs an 'a' feature target of sm_120)
 PROBE_KINDS = {
@@ -81,7 +83,7 @@ GEMM_MMA = jit.ModuleSpec(
 _BM, _BN, _BK_BYTES, _SMEM, _THREADS = 128, 128, 64, 4 * (128 + 128) * 64, 256
 
 
-def _gemm_operands(a, b, fmt, row_scale, col_scale, out, formats_, k_align_bytes):
+def _gemm_operands(a, b, fmt, row_scale, col_scale, out, formats_, k_align_bytes, n_align=_BN):
     """Wrap and check the operands shared by every GEMM back end."""
     if fmt not in formats_:
         raise ValueError(f"fmt: expected one of {', '.join(formats_)}, got {fmt!r}")
@@ -100,9 +102,9 @@ def _gemm_operands(a, b, fmt, row_scale, col_scale, out, formats_, k_align_bytes
             f"a: expected K * {esize} bytes to be a multiple of {k_align_bytes}, got K = {k}"
         )
     checks.check_tensor(at, "a", opfmt, (m, k), dev)
-    if len(bt.shape) != 2 or bt.shape[0] % _BN or bt.shape[1] != k:
+    if len(bt.shape) != 2 or bt.shape[0] < 1 or bt.shape[0] % n_align or bt.shape[1] != k:
         raise ValueError(
-            f"b: expected shape [N, {k}] with N a multiple of 128, got {list(bt.shape)}"
+            f"b: expected shape [N, {k}] with N a multiple of {n_align}, got {list(bt.shape)}"
         )
     n = bt.shape[0]
     checks.check_tensor(bt, "b", opfmt, (n, k), dev)
@@ -155,18 +157,22 @@ def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, ou
 
 #: fmt -> (template code, operand format)
 WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
-#: the instantiated (fmt, tile N, FP8 promotion) variants of the sm_90a engine
+#: the instantiated (fmt, tile N, FP8 promotion, cluster size) variants of the sm_90a engine.
+#: Cluster 2 multicasts the B tile between two vertically adjacent tiles (large M); cluster 1 is
+#: for M <= 256, where a second M-tile would compute nothing. The unpromoted FP8 n256 variant is
+#: benchmark-only: its error exceeds the bound at K = 14336 (benchmarks/NOTES.md).
 WGMMA_VARIANTS = (
-    ("bf16", 256, False),
-    ("bf16", 128, False),
-    ("e4m3", 256, False),
-    ("e4m3", 128, True),
-    ("e4m3", 128, False),
+    ("bf16", 256, False, 2),
+    ("bf16", 128, False, 1),
+    ("e4m3", 192, True, 2),
+    ("e4m3", 128, True, 1),
+    ("e4m3", 256, False, 2),
 )
 
 
-def _wgmma_name(fmt: str, tile_n: int, promote: bool) -> str:
-    return f"h3::gemm_wgmma_sm90<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {str(promote).lower()}>"
+def _wgmma_name(fmt: str, tile_n: int, promote: bool, cluster: int) -> str:
+    kern = "gemm_wgmma_x2_sm90" if cluster == 2 else "gemm_wgmma_sm90"
+    return f"h3::{kern}<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {str(promote).lower()}>"
 
 
 GEMM_WGMMA = jit.ModuleSpec("kernels/gemm_wgmma.cu", tuple(_wgmma_name(*v) for v in WGMMA_VARIANTS))
@@ -175,46 +181,68 @@ GEMM_WGMMA = jit.ModuleSpec("kernels/gemm_wgmma.cu", tuple(_wgmma_name(*v) for v
 def wgmma_smem_bytes(tile_n: int) -> int:
     """Dynamic shared memory of the sm_90a engine (mirrors Sm90GemmCfg in gemm_sm90.cuh)."""
     stage = (128 + tile_n) * 128
-    stages = (4 * 48 * 1024) // stage
+    stages = (200 * 1024) // stage
     return stages * stage + 2 * stages * 8 + 1024
 
 
-def wgmma_config(fmt: str, m: int, n: int, sms: int, tile_n=None, promote=None):
-    """The engine variant for a problem: FP8 promotes by default (Hopper's FP8 wgmma keeps ~14
-    accumulator bits), which needs tile N = 128; bf16 takes tile N = 256 unless that leaves SMs
-    idle (small M), then 128."""
+def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None):
+    """The engine variant for a problem, as (tile N, promote, cluster).
+
+    Defaults: FP8 always promotes (Hopper's FP8 wgmma keeps ~14 accumulator bits); M > 256 runs
+    clusters of two (bf16 n256, FP8 n192), smaller M the n128 single-CTA variant.
+    """
     if promote is None:
         promote = fmt == "e4m3" and tile_n != 256
+    if cluster is None:
+        cluster = 2 if m > 256 or (tile_n is not None and tile_n != 128) else 1
     if tile_n is None:
-        wide = not promote and n % 256 == 0 and -(-m // 128) * (n // 256) >= sms
-        tile_n = 256 if wide else 128
-    if (fmt, tile_n, bool(promote)) not in WGMMA_VARIANTS:
+        tile_n = 128 if cluster == 1 else (192 if fmt == "e4m3" else 256)
+    variant = (fmt, tile_n, bool(promote), cluster)
+    if variant not in WGMMA_VARIANTS:
         raise ValueError(
-            f"tile_n/promote: expected one of {WGMMA_VARIANTS} for fmt={fmt!r}, "
-            f"got tile_n={tile_n}, promote={promote}"
+            f"tile_n/promote/cluster: expected one of {WGMMA_VARIANTS}, got {variant}; "
+            "leave them unset for the default"
         )
-    return tile_n, bool(promote)
+    return tile_n, bool(promote), cluster
+
+
+@functools.lru_cache(maxsize=256)
+def _tensor_map(ptr_: int, dtype: str, cols: int, rows: int, stride: int, box_rows: int):
+    """Tensor maps are pure functions of (address, shape, box): cached, so a steady-state call
+    encodes nothing."""
+    from ..core import tma
+
+    box_cols = 64 if dtype == "bfloat16" else 128
+    return tma.encode_2d(ptr_, dtype, cols, rows, stride, box_cols, box_rows, swizzle=128)
 
 
 def gemm_wgmma(
-    a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None, tile_n=None, promote=None
+    a,
+    b,
+    *,
+    fmt: str = "bf16",
+    row_scale=None,
+    col_scale=None,
+    out=None,
+    tile_n=None,
+    promote=None,
+    cluster=None,
 ):
     """The same contract as :func:`gemm_mma_sync` on the sm_90a engine: persistent, TMA loads
-    into an mbarrier ring, a producer warpgroup and two wgmma consumer warpgroups
-    (``cuda_src/include/h3/gemm_sm90.cuh``).
+    into an mbarrier ring, a producer warpgroup and two wgmma consumer warpgroups, clusters of
+    two CTAs multicasting B (``cuda_src/include/h3/gemm_sm90.cuh``).
 
     Args:
         a: ``[M, K]`` bf16 or e4m3 (uint8 codes accepted); K * element size a multiple of 128 B.
-        b: ``[N, K]`` in the same format; N a multiple of 128 (of 256 for ``tile_n=256``).
-        fmt: ``"bf16"`` or ``"e4m3"``.
+        b: ``[N, K]`` in the same format; N a multiple of 8 (any tile remainder is handled).
+        fmt: ``"bf16"`` or ``"e4m3"`` (always with fp32 promotion unless ``promote=False``).
         row_scale, col_scale: optional fp32 ``[M]`` / ``[N]`` (col_scale 8-byte aligned).
         out: optional bf16 ``[M, N]``.
-        tile_n, promote: override the variant :func:`wgmma_config` picks (benchmarks, tests).
+        tile_n, promote, cluster: override the variant :func:`wgmma_config` picks (benchmarks,
+            tests).
     """
-    from ..core import tma
-
     at, bt, rs, cs, ot, m, n, k, esize = _gemm_operands(
-        a, b, fmt, row_scale, col_scale, out, WGMMA_FORMATS, 128
+        a, b, fmt, row_scale, col_scale, out, WGMMA_FORMATS, 128, n_align=8
     )
     if cs is not None and cs.ptr % 8:
         raise ValueError(
@@ -223,22 +251,26 @@ def gemm_wgmma(
     target = arch.device_target(at.device)
     if target != "sm_90a":
         raise RuntimeError(f"gemm_wgmma needs sm_90a (H100 / H200), this GPU is {target}")
+    tile_n, promote, cluster = wgmma_config(fmt, m, tile_n, promote, cluster)
+    tdt = "bfloat16" if fmt == "bf16" else "uint8"
+    desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
+    desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, tile_n // cluster)
+    kernel = jit.get_kernel(GEMM_WGMMA, _wgmma_name(fmt, tile_n, promote, cluster), target)
+    smem = wgmma_smem_bytes(tile_n)
     sms = arch.sm_count(at.device)
-    tile_n, promote = wgmma_config(fmt, m, n, sms, tile_n, promote)
-    if n % tile_n:
-        raise ValueError(f"b: expected N to be a multiple of {tile_n} for tile_n={tile_n}, got {n}")
-    _, opfmt = WGMMA_FORMATS[fmt]
-    tdt, box = ("bfloat16", 64) if opfmt == "bf16" else ("uint8", 128)
-    desc_a = tma.encode_2d(at.ptr, tdt, k, m, k * esize, box, 128, swizzle=128)
-    desc_b = tma.encode_2d(bt.ptr, tdt, k, n, k * esize, box, tile_n, swizzle=128)
-    tiles = -(-m // 128) * (n // tile_n)
+    m_tiles = -(-m // 128)
+    units = -(-m_tiles // cluster) * -(-n // tile_n)  # tiles, or tile pairs
+    if cluster > 1:
+        resident = max_active_clusters(kernel, cluster, 384, smem, sms // cluster)
+    else:
+        resident = sms
     launch(
-        jit.get_kernel(GEMM_WGMMA, _wgmma_name(fmt, tile_n, promote), target),
-        min(tiles, sms),
+        kernel,
+        cluster * min(units, resident),
         384,
         (desc_a, desc_b, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
-        smem=wgmma_smem_bytes(tile_n),
+        smem=smem,
     )
     return interop.export(ot)
 

@@ -2,25 +2,31 @@
 // warp-specialized, the epilogue a functor.
 //
 // * A and B are row-major (K-major) bf16 or e4m3, loaded by TMA (tensor maps encoded by
-//   h3cupy/core/tma.py, 128-byte swizzle, boxes of 128 bytes x 128 rows for A and x kBN rows for
-//   B; rows of A past M read as zero) into a kStages-deep shared-memory ring.
+//   h3cupy/core/tma.py, 128-byte swizzle, boxes of 128 bytes x 128 rows for A and x kBN / kCluster
+//   rows for B; rows past M or N read as zero) into a kStages-deep shared-memory ring.
 // * 384 threads: warpgroup 0 is the producer (one thread issues the TMA loads; its register
 //   budget is lowered to 40 with setmaxnreg), warpgroups 1 and 2 are consumers (232 registers),
 //   each running m64 x kBN wgmma on its 64 rows of the 128 x kBN tile.
+// * kCluster = 2: the two CTAs of a cluster compute vertically adjacent tiles (the same N-tile)
+//   and share B: each loads half of the B tile and multicasts it to both, so a CTA reads
+//   128 + kBN / 2 rows per k-tile from L2 instead of 128 + kBN (v1 was L2-bandwidth-bound,
+//   benchmarks/NOTES.md). A stage is refilled only when the consumers of both CTAs have released
+//   it: each consumer warpgroup arrives on the empty barrier of both CTAs.
 // * Full barriers complete on the TMA transaction bytes; empty barriers take one arrival per
-//   consumer warpgroup once its wgmma reading the stage has completed (wgmma.wait_group).
-// * Persistent grid (one CTA per SM): CTA b takes tiles b, b + gridDim.x, ... in a grouped order
-//   (kGroupM M-tiles per group, N-tiles inner) so that the tiles in flight share A and B panels
-//   in L2. The producer runs ahead across tile boundaries, so the next tile's loads overlap the
-//   current tile's epilogue.
+//   consumer warpgroup of the cluster once its wgmma reading the stage has completed.
+// * Persistent grid: cluster c takes tile pairs c, c + clusters, ... in a grouped order
+//   (kGroupM M-tile pairs per group, N-tiles inner) so that the tiles in flight share A and B
+//   panels in L2. The producer runs ahead across tile boundaries, so the next tile's loads overlap
+//   the current tile's epilogue.
 // * kPromote (FP8): each 128-byte k-tile is accumulated into a fresh fragment and added to the
 //   fp32 total on the CUDA cores, because Hopper's FP8 wgmma accumulates with ~14 significant
-//   bits (DeepSeek-V3 report, 3.3.2); it needs two fragments, so it is used with kBN = 128.
+//   bits (DeepSeek-V3 report, 3.3.2); it needs two fragments (kBN <= 192).
 //
 // The epilogue functor receives each consumer warpgroup's fragment once per tile:
 //   epi(d, row0, col0): d[kBN / 2] is the 64 x kBN block at rows row0.., columns col0..; thread
 //   (warp w of the warpgroup, lane l) holds d[4j + r] at row row0 + 16w + mma_c_row(l, r),
-//   column col0 + 8j + mma_c_col(l, r). Rows at or past M hold zeros and must not be stored.
+//   column col0 + 8j + mma_c_col(l, r). Rows at or past M and columns at or past N hold zeros and
+//   must not be stored.
 #pragma once
 #include "h3/common.cuh"
 #include "h3/mma_sm90.cuh"
@@ -30,25 +36,27 @@
 
 namespace h3 {
 
-template <int kFmt, int kBN, bool kPromote>
+template <int kFmt, int kBN, bool kPromote, int kCluster>
 struct Sm90GemmCfg {
-  static_assert(kBN == 128 || kBN == 256, "tile N must be 128 or 256");
-  static_assert(!kPromote || kBN == 128, "FP8 promotion needs two fragments: tile N 128 only");
+  static_assert(kBN == 128 || kBN == 192 || kBN == 256, "tile N must be 128, 192 or 256");
+  static_assert(!kPromote || kBN <= 192, "FP8 promotion needs two fragments: tile N <= 192");
+  static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
   static constexpr int kBM = 128;
   static constexpr int kBKBytes = 128;  // one 128B swizzle row: 64 bf16 or 128 e4m3
   static constexpr int kABytes = kBM * kBKBytes;
   static constexpr int kBBytes = kBN * kBKBytes;
+  static constexpr int kBSliceRows = kBN / kCluster;  // B rows this CTA loads (and multicasts)
   static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr int kStages = (4 * 48 * 1024) / kStageBytes;  // 192 KiB of ring: 4 or 6
+  static constexpr int kStages = (200 * 1024) / kStageBytes;  // 4 (n256), 5 (n192), 6 (n128)
   static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
   static constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
   static constexpr int kStepBytes = 32;  // one wgmma k-step: k16 bf16 or k32 e4m3
-  static constexpr int kAcc = kBN / 2;  // fp32 fragment registers per thread
+  static constexpr int kAcc = kBN / 2;   // fp32 fragment registers per thread
   static constexpr int kThreads = 384;
-  static constexpr int kGroupM = 16;
+  static constexpr int kGroupM = 8;  // tile pairs (16 M-tiles) per group
 };
 
-// Grouped (L2-friendly) order of the output tiles.
+// Grouped (L2-friendly) order of the output tiles (or tile pairs).
 struct TileOrder {
   int num_m, num_n, group;
   H3_DEVICE int count() const { return num_m * num_n; }
@@ -61,95 +69,126 @@ struct TileOrder {
   }
 };
 
-template <int kFmt, int kBN, bool kPromote, class Epi>
+template <int kFmt, int kBN, bool kPromote, int kCluster, class Epi>
 H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
                               int k_bytes, const Epi& epi) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote>;
+  using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster>;
   constexpr int S = Cfg::kStages;
   extern __shared__ u8 smem_raw[];
-  // NOTE: 128B-swizzled TMA tiles and wgmma descriptors need 1024-byte aligned tile bases.
+  // NOTE: 128B-swizzled TMA tiles and wgmma descriptors need 1024-byte aligned tile bases. The
+  // offset is the same in every CTA of a kernel, as multicast needs.
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
   u64* full = reinterpret_cast<u64*>(smem + S * Cfg::kStageBytes);
   u64* empty = full + S;
   const int wg = threadIdx.x / 128;
   const int k_tiles = k_bytes / Cfg::kBKBytes;
-  const TileOrder order{(M + Cfg::kBM - 1) / Cfg::kBM, N / kBN, Cfg::kGroupM};
+  const u32 rank = kCluster > 1 ? cluster_rank() : 0;
+  const int cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
+  const int num_m = (M + Cfg::kBM - 1) / Cfg::kBM;
+  const TileOrder order{(num_m + kCluster - 1) / kCluster, (N + kBN - 1) / kBN, Cfg::kGroupM};
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 2);
+      mbar_init(&empty[s], 2 * kCluster);
     }
-    fence_barrier_init();
+    if constexpr (kCluster > 1) {
+      fence_barrier_init_cluster();
+    } else {
+      fence_barrier_init();
+    }
   }
-  __syncthreads();
+  if constexpr (kCluster > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   if (wg == 0) {
     setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
       int it = 0;
-      for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
-        int mt, nt;
-        order.tile(t, mt, nt);
+      for (int t = cluster_id; t < order.count(); t += clusters) {
+        int mp, nt;
+        order.tile(t, mp, nt);
+        const int m0 = (mp * kCluster + rank) * Cfg::kBM;
+        const int nslice = nt * kBN + rank * Cfg::kBSliceRows;
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int s = it % S;
           if (it >= S) mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
           u8* st = smem + s * Cfg::kStageBytes;
+          const int x = kt * Cfg::kElemsPerRow;
           mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
-          tma_load_2d(st, &desc_a, kt * Cfg::kElemsPerRow, mt * Cfg::kBM, &full[s]);
-          tma_load_2d(st + Cfg::kABytes, &desc_b, kt * Cfg::kElemsPerRow, nt * kBN, &full[s]);
+          tma_load_2d(st, &desc_a, x, m0, &full[s]);
+          u8* bdst = st + Cfg::kABytes + rank * Cfg::kBSliceRows * Cfg::kBKBytes;
+          if constexpr (kCluster > 1) {
+            tma_load_2d_multicast(bdst, &desc_b, x, nslice, &full[s], (1u << kCluster) - 1);
+          } else {
+            tma_load_2d(bdst, &desc_b, x, nslice, &full[s]);
+          }
         }
       }
     }
-    return;
-  }
-
-  setmaxnreg_inc<232>();
-  const bool leader = threadIdx.x % 128 == 0;
-  const int a_off = 64 * (wg - 1) * Cfg::kBKBytes;  // this warpgroup's 64 rows of the A tile
-  float acc[Cfg::kAcc];
-  int it = 0;
-  for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
-    int mt, nt;
-    order.tile(t, mt, nt);
+  } else {
+    setmaxnreg_inc<232>();
+    const bool leader = threadIdx.x % 128 == 0;
+    const int a_off = 64 * (wg - 1) * Cfg::kBKBytes;  // this warpgroup's 64 rows of the A tile
+    auto release = [&](int s) {
+      if (leader) {
+        if constexpr (kCluster > 1) {
 #pragma unroll
-    for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
-    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      const int s = it % S;
-      mbar_wait(&full[s], (it / S) & 1);
-      const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
-      const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
-      if constexpr (kPromote) {
-        float part[Cfg::kAcc];
-        wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
-          wgmma_step<kFmt, kBN>(part, wgmma_desc_k128b(a_base + Cfg::kStepBytes * k),
-                                wgmma_desc_k128b(b_base + Cfg::kStepBytes * k), k);
-        wgmma_commit();
-        wgmma_wait<0>();
-        if (leader) mbar_arrive(&empty[s]);
-#pragma unroll
-        for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
-      } else {
-        wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
-          wgmma_step<kFmt, kBN>(acc, wgmma_desc_k128b(a_base + Cfg::kStepBytes * k),
-                                wgmma_desc_k128b(b_base + Cfg::kStepBytes * k), 1);
-        wgmma_commit();
-        // Keep one k-tile of wgmma in flight: the previous one has completed, free its stage.
-        wgmma_wait<1>();
-        if (leader && kt > 0) mbar_arrive(&empty[(it + S - 1) % S]);
+          for (int r = 0; r < kCluster; ++r) mbar_arrive_cluster(&empty[s], r);
+        } else {
+          mbar_arrive(&empty[s]);
+        }
       }
+    };
+    float acc[Cfg::kAcc];
+    int it = 0;
+    for (int t = cluster_id; t < order.count(); t += clusters) {
+      int mp, nt;
+      order.tile(t, mp, nt);
+#pragma unroll
+      for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % S;
+        mbar_wait(&full[s], (it / S) & 1);
+        const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
+        const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
+        if constexpr (kPromote) {
+          float part[Cfg::kAcc];
+          wgmma_fence();
+#pragma unroll
+          for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
+            wgmma_step<kFmt, kBN>(part, wgmma_desc_k128b(a_base + Cfg::kStepBytes * k),
+                                  wgmma_desc_k128b(b_base + Cfg::kStepBytes * k), k);
+          wgmma_commit();
+          wgmma_wait<0>();
+          release(s);
+#pragma unroll
+          for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
+        } else {
+          wgmma_fence();
+#pragma unroll
+          for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
+            wgmma_step<kFmt, kBN>(acc, wgmma_desc_k128b(a_base + Cfg::kStepBytes * k),
+                                  wgmma_desc_k128b(b_base + Cfg::kStepBytes * k), 1);
+          wgmma_commit();
+          // Keep one k-tile of wgmma in flight: the previous one has completed, free its stage.
+          wgmma_wait<1>();
+          if (kt > 0) release((it + S - 1) % S);
+        }
+      }
+      if constexpr (!kPromote) {
+        wgmma_wait<0>();
+        if (k_tiles > 0) release((it + S - 1) % S);
+      }
+      epi(acc, (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1), nt * kBN);
     }
-    if constexpr (!kPromote) {
-      wgmma_wait<0>();
-      if (leader && k_tiles > 0) mbar_arrive(&empty[(it + S - 1) % S]);
-    }
-    epi(acc, mt * Cfg::kBM + 64 * (wg - 1), nt * kBN);
   }
+  // NOTE: no CTA may exit while its peer can still arrive on its barriers.
+  if constexpr (kCluster > 1) cluster_sync();
 #else
   __trap();
 #endif
@@ -174,6 +213,7 @@ struct EpiScaleBf16 {
       const float* cs = col_scale != nullptr ? col_scale + col0 + mma_c_col(lane, 0) : nullptr;
 #pragma unroll
       for (int j = 0; j < kAcc / 4; ++j) {
+        if (col0 + 8 * j >= N) continue;  // N tail (N is a multiple of 8)
         float v0 = d[4 * j + 2 * h] * rs, v1 = d[4 * j + 2 * h + 1] * rs;
         if (cs != nullptr) {
           const float2 c = *reinterpret_cast<const float2*>(cs + 8 * j);

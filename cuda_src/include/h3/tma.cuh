@@ -57,4 +57,45 @@ H3_DEVICE void tma_load_2d(void* dst, const TmaDesc* desc, int x, int y, u64* ba
       : "memory");
 }
 
+// The same load, multicast: the box lands at the same shared-memory offset in every CTA of the
+// cluster named in `cta_mask`, each completing the mbarrier at `bar`'s offset in its own CTA.
+H3_DEVICE void tma_load_2d_multicast(void* dst, const TmaDesc* desc, int x, int y, u64* bar,
+                                     u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<u64>(desc)), "r"(x), "r"(y), "r"(smem_addr(bar)), "h"(cta_mask)
+      : "memory");
+}
+
+// --- thread-block clusters (sm_90+) ---
+
+H3_DEVICE u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// Barrier over every thread of every CTA in the cluster (release / acquire).
+H3_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// Make initialised mbarriers visible to the other CTAs of the cluster (before cluster_sync).
+H3_DEVICE void fence_barrier_init_cluster() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Arrive once on the mbarrier at `bar`'s offset in CTA `rank` of the cluster.
+// NOTE: default (CTA-scope) release semantics, as CUTLASS's ClusterBarrier: the arrival only says
+// "this stage's shared memory has been read", it publishes no data. `.release.cluster` would put
+// a GPU-wide MEMBAR in front of every arrival (seen in the SASS).
+H3_DEVICE void mbar_arrive_cluster(u64* bar, u32 rank) {
+  asm volatile(
+      "{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
+      " mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" ::"r"(smem_addr(bar)),
+      "r"(rank)
+      : "memory");
+}
+
 }  // namespace h3
