@@ -15,5 +15,6 @@ if command -v compute-sanitizer >/dev/null; then
   timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py \
     2>&1 | tail -20 | tee "$OUT/memcheck_gemm.log" || status=1
 fi
+python3 benchmarks/host_overhead.py --profile 2>&1 | tee "$OUT/host_overhead.log" || status=1
 python3 benchmarks/gemm.py --json "$OUT/bench_gemm.json" "$@" 2>&1 | tee "$OUT/bench_gemm.log" || status=1
 exit $status

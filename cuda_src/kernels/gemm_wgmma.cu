@@ -16,19 +16,19 @@ namespace h3 {
 // kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
 template <int kFmt, int kBN, bool kPromote>
 __global__ void __launch_bounds__(384, 1) gemm_wgmma_sm90(
-    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b, int M, int N,
-    int k_bytes, const float* __restrict__ row_scale, const float* __restrict__ col_scale,
-    bf16_t* __restrict__ C) {
-  const EpiScaleBf16 epi{row_scale, col_scale, C, M, N};
+    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
+    const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,
+    const float* __restrict__ row_scale, const float* __restrict__ col_scale) {
+  const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};
   gemm_sm90_body<kFmt, kBN, kPromote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 template <int kFmt, int kBN, bool kPromote>
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) gemm_wgmma_x2_sm90(
-    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b, int M, int N,
-    int k_bytes, const float* __restrict__ row_scale, const float* __restrict__ col_scale,
-    bf16_t* __restrict__ C) {
-  const EpiScaleBf16 epi{row_scale, col_scale, C, M, N};
+    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
+    const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,
+    const float* __restrict__ row_scale, const float* __restrict__ col_scale) {
+  const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};
   gemm_sm90_body<kFmt, kBN, kPromote, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 

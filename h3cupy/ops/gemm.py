@@ -179,10 +179,12 @@ GEMM_WGMMA = jit.ModuleSpec("kernels/gemm_wgmma.cu", tuple(_wgmma_name(*v) for v
 
 
 def wgmma_smem_bytes(tile_n: int) -> int:
-    """Dynamic shared memory of the sm_90a engine (mirrors Sm90GemmCfg in gemm_sm90.cuh)."""
+    """Dynamic shared memory of the sm_90a engine (mirrors Sm90GemmCfg in gemm_sm90.cuh): the
+    stage ring, 32 KiB of epilogue staging, the barriers and 1 KiB of alignment slack."""
     stage = (128 + tile_n) * 128
-    stages = (200 * 1024) // stage
-    return stages * stage + 2 * stages * 8 + 1024
+    staging = 32 * 1024
+    stages = min(6, (232448 - 1024 - staging - 256) // stage)
+    return stages * stage + staging + 2 * stages * 8 + 1024
 
 
 def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None):
@@ -208,8 +210,8 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None):
 
 @functools.lru_cache(maxsize=256)
 def _tensor_map(ptr_: int, dtype: str, cols: int, rows: int, stride: int, box_rows: int):
-    """Tensor maps are pure functions of (address, shape, box): cached, so a steady-state call
-    encodes nothing."""
+    """128B-swizzled tensor maps with 128-byte-wide boxes. They are pure functions of (address,
+    shape, box): cached, so a steady-state call encodes nothing."""
     from ..core import tma
 
     box_cols = 64 if dtype == "bfloat16" else 128
@@ -255,6 +257,7 @@ def gemm_wgmma(
     tdt = "bfloat16" if fmt == "bf16" else "uint8"
     desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
     desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, tile_n // cluster)
+    desc_c = _tensor_map(ot.ptr, "bfloat16", n, m, n * 2, 64)  # epilogue TMA-store boxes
     kernel = jit.get_kernel(GEMM_WGMMA, _wgmma_name(fmt, tile_n, promote, cluster), target)
     smem = wgmma_smem_bytes(tile_n)
     sms = arch.sm_count(at.device)
@@ -268,7 +271,7 @@ def gemm_wgmma(
         kernel,
         cluster * min(units, resident),
         384,
-        (desc_a, desc_b, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
+        (desc_a, desc_b, desc_c, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs)),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
         smem=smem,
     )

@@ -23,10 +23,12 @@
 //   bits (DeepSeek-V3 report, 3.3.2); it needs two fragments (kBN <= 192).
 //
 // The epilogue functor receives each consumer warpgroup's fragment once per tile:
-//   epi(d, row0, col0): d[kBN / 2] is the 64 x kBN block at rows row0.., columns col0..; thread
-//   (warp w of the warpgroup, lane l) holds d[4j + r] at row row0 + 16w + mma_c_row(l, r),
-//   column col0 + 8j + mma_c_col(l, r). Rows at or past M and columns at or past N hold zeros and
-//   must not be stored.
+//   epi(d, row0, col0, staging, wg): d[kBN / 2] is the 64 x kBN block at rows row0.., columns
+//   col0..; thread (warp w of the warpgroup, lane l) holds d[4j + r] at row
+//   row0 + 16w + mma_c_row(l, r), column col0 + 8j + mma_c_col(l, r). Rows at or past M and
+//   columns at or past N hold zeros and must not be stored. d may be modified in place. `staging`
+//   is this warpgroup's 16 KiB, 1024-aligned shared-memory buffer, `wg` (1 or 2) names its
+//   hardware barrier (store_fragment_bf16_tma below).
 #pragma once
 #include "h3/common.cuh"
 #include "h3/mma_sm90.cuh"
@@ -47,8 +49,13 @@ struct Sm90GemmCfg {
   static constexpr int kBBytes = kBN * kBKBytes;
   static constexpr int kBSliceRows = kBN / kCluster;  // B rows this CTA loads (and multicasts)
   static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr int kStages = (200 * 1024) / kStageBytes;  // 4 (n256), 5 (n192), 6 (n128)
-  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
+  // Epilogue staging: per consumer warpgroup two 64 x 64 bf16 boxes (128B-swizzled, 8 KiB each)
+  // that the TMA store drains while the next tile's mainloop runs.
+  static constexpr int kStagingBytes = 2 * 2 * 8192;
+  static constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block
+  static constexpr int kRingBudget = kSmemLimit - 1024 - kStagingBytes - 256;
+  static constexpr int kStages = kRingBudget / kStageBytes > 6 ? 6 : kRingBudget / kStageBytes;
+  static constexpr int kSmemBytes = kStages * kStageBytes + kStagingBytes + 2 * kStages * 8 + 1024;
   static constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
   static constexpr int kStepBytes = 32;  // one wgmma k-step: k16 bf16 or k32 e4m3
   static constexpr int kAcc = kBN / 2;   // fp32 fragment registers per thread
@@ -79,7 +86,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   // NOTE: 128B-swizzled TMA tiles and wgmma descriptors need 1024-byte aligned tile bases. The
   // offset is the same in every CTA of a kernel, as multicast needs.
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
-  u64* full = reinterpret_cast<u64*>(smem + S * Cfg::kStageBytes);
+  u8* staging = smem + S * Cfg::kStageBytes;
+  u64* full = reinterpret_cast<u64*>(staging + Cfg::kStagingBytes);
   u64* empty = full + S;
   const int wg = threadIdx.x / 128;
   const int k_tiles = k_bytes / Cfg::kBKBytes;
@@ -184,8 +192,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         wgmma_wait<0>();
         if (k_tiles > 0) release((it + S - 1) % S);
       }
-      epi(acc, (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1), nt * kBN);
+      epi(acc, (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1), nt * kBN,
+          staging + (wg - 1) * (Cfg::kStagingBytes / 2), wg);
     }
+    if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
   }
   // NOTE: no CTA may exit while its peer can still arrive on its barriers.
   if constexpr (kCluster > 1) cluster_sync();
@@ -194,35 +204,74 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 #endif
 }
 
-// The plain epilogue: C = bf16((acc * row_scale[m]) * col_scale[n]), scales optional.
+// Store a consumer warpgroup's 64 x (2 kAcc) fragment as bf16 at (row0, col0) of the tensor of
+// `desc` (bf16, boxes of 64 columns x 64 rows, 128-byte swizzle): in passes of 128 columns the
+// warpgroup writes two swizzled boxes into `staging` (conflict-free: 16-byte chunk j of row r
+// sits at chunk j ^ (r % 8)), fences them to the async proxy, and one thread issues the TMA
+// stores, which clip rows and columns past the tensor's edges. Before a pass overwrites the
+// buffer, that thread waits for the previous stores to have read it.
+template <int kAcc>
+H3_DEVICE void store_fragment_bf16_tma(const float (&d)[kAcc], const TmaDesc* desc, int row0,
+                                       int col0, int n_cols, u8* staging, int bar_id) {
+  constexpr int kGroups = kAcc / 4;  // 8-column groups
+  const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
+  const u32 base = smem_addr(staging);
+#pragma unroll
+  for (int p = 0; p < (kGroups + 15) / 16; ++p) {
+    if (tid == 0) bulk_wait_read();
+    named_barrier_sync(bar_id, 128);
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {
+      const int j = 16 * p + jj;
+      if (j >= kGroups) break;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * w + lane / 4 + 8 * h;
+        const u32 addr = base + (jj / 8) * 8192 + r * 128 + (((jj % 8) ^ (lane / 4)) * 16) +
+                         4 * (lane % 4);
+        const u32 v = pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+      }
+    }
+    fence_proxy_async_smem();
+    named_barrier_sync(bar_id, 128);
+    if (tid == 0) {
+#pragma unroll
+      for (int box = 0; box < 2; ++box) {
+        const int x = col0 + 128 * p + 64 * box;
+        if (16 * p + 8 * box < kGroups && x < n_cols) tma_store_2d(desc, staging + box * 8192, x, row0);
+      }
+      bulk_commit();
+    }
+  }
+}
+
+// The plain epilogue: C = bf16((acc * row_scale[m]) * col_scale[n]), scales optional, stored by TMA.
 struct EpiScaleBf16 {
   const float* __restrict__ row_scale;
   const float* __restrict__ col_scale;
-  bf16_t* __restrict__ C;
+  const TmaDesc* desc_c;
   int M, N;
 
   template <int kAcc>
-  H3_DEVICE void operator()(const float (&d)[kAcc], int row0, int col0) const {
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
+    if (row_scale != nullptr || col_scale != nullptr) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 16 * w + mma_c_row(lane, 2 * h);
-      if (row >= M) continue;
-      const float rs = row_scale != nullptr ? row_scale[row] : 1.f;
-      bf16_t* crow = C + static_cast<i64>(row) * N + col0 + mma_c_col(lane, 0);
-      const float* cs = col_scale != nullptr ? col_scale + col0 + mma_c_col(lane, 0) : nullptr;
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 16 * w + mma_c_row(lane, 2 * h);
+        const float rs = row_scale != nullptr && row < M ? row_scale[row] : 1.f;
 #pragma unroll
-      for (int j = 0; j < kAcc / 4; ++j) {
-        if (col0 + 8 * j >= N) continue;  // N tail (N is a multiple of 8)
-        float v0 = d[4 * j + 2 * h] * rs, v1 = d[4 * j + 2 * h + 1] * rs;
-        if (cs != nullptr) {
-          const float2 c = *reinterpret_cast<const float2*>(cs + 8 * j);
-          v0 *= c.x;
-          v1 *= c.y;
+        for (int j = 0; j < kAcc / 4; ++j) {
+          const int col = col0 + 8 * j + mma_c_col(lane, 0);
+          float2 c = make_float2(1.f, 1.f);
+          if (col_scale != nullptr && col < N) c = *reinterpret_cast<const float2*>(col_scale + col);
+          d[4 * j + 2 * h] = (d[4 * j + 2 * h] * rs) * c.x;
+          d[4 * j + 2 * h + 1] = (d[4 * j + 2 * h + 1] * rs) * c.y;
         }
-        *reinterpret_cast<u32*>(crow + 8 * j) = pack_bf16x2(f32_to_bf16(v0), f32_to_bf16(v1));
       }
     }
+    store_fragment_bf16_tma(d, desc_c, row0, col0, N, staging, wg);
   }
 };
 

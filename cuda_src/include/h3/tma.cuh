@@ -68,6 +68,36 @@ H3_DEVICE void tma_load_2d_multicast(void* dst, const TmaDesc* desc, int x, int 
       : "memory");
 }
 
+// --- TMA stores (shared -> global, bulk-group completion) ---
+
+// Order this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
+H3_DEVICE void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// 2-D tile store of the box at `src` to (x = inner coordinate in elements, y = row); elements
+// past the tensor's edges are not written.
+H3_DEVICE void tma_store_2d(const TmaDesc* desc, const void* src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                   reinterpret_cast<u64>(desc)),
+               "r"(x), "r"(y), "r"(smem_addr(src))
+               : "memory");
+}
+
+H3_DEVICE void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Wait until every committed bulk store has finished reading its shared-memory source.
+H3_DEVICE void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+
+// Wait until every committed bulk store has completed (its writes are performed).
+H3_DEVICE void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+// Barrier over `threads` threads (a multiple of 32) on hardware barrier `id` (1..15; 0 is
+// __syncthreads).
+H3_DEVICE void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // --- thread-block clusters (sm_90+) ---
 
 H3_DEVICE u32 cluster_rank() {
