@@ -33,7 +33,7 @@ def main() -> None:
     import torch
 
     from h3cupy.ops import gemm
-    from h3cupy.testing import bench, bench_graph, device_info
+    from h3cupy.testing import bench, bench_graphs, device_info
 
     info = device_info()
     results = []
@@ -95,19 +95,20 @@ def main() -> None:
                             out_dtype=torch.bfloat16,
                         )
 
+                names = [
+                    b
+                    for b in args.backend
+                    if not (b.startswith("wgmma") and b != "wgmma") or f"{b}:{fmt}" in valid
+                ]
+                calls = {b: (lambda i, fn=backends[b], h3=h3: h3(i, fn)) for b in names}
+                # GPU times: CUDA-graph replays, baseline and back ends interleaved.
+                g = bench_graphs({"base": base, **calls}, reps=args.reps, rotate=rot)
+                g_base = g["base"]
+                # Eager times (host launch path included): the baseline and each back end.
                 t_base = bench(base, reps=args.reps, warmup=3, rotate=rot)
-                g_base = bench_graph(base, reps=args.reps, rotate=rot)
-                for bname in args.backend:
-                    variant = bname.startswith("wgmma") and bname != "wgmma"
-                    if variant and f"{bname}:{fmt}" not in valid:
-                        continue
-                    fn = backends[bname]
-                    t_h3 = bench(
-                        lambda i, fn=fn, h3=h3: h3(i, fn), reps=args.reps, warmup=3, rotate=rot
-                    )
-                    g_h3 = bench_graph(
-                        lambda i, fn=fn, h3=h3: h3(i, fn), reps=args.reps, rotate=rot
-                    )
+                for bname in names:
+                    t_h3 = bench(calls[bname], reps=args.reps, warmup=3, rotate=rot)
+                    g_h3 = g[bname]
                     row = {
                         "shape": name,
                         "fmt": fmt,

@@ -20,6 +20,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import cupy
+    import ml_dtypes
     import torch
 
     from h3cupy.ops import gemm
@@ -27,7 +28,7 @@ def main() -> None:
     a = torch.randn(1, 1024, device="cuda").bfloat16()
     b = torch.randn(256, 1024, device="cuda").bfloat16()
     out = torch.empty(1, 256, device="cuda", dtype=torch.bfloat16)
-    ca, cb, cout = (cupy.asarray(t) for t in (a, b, out))
+    ca, cb, cout = (cupy.asarray(t.view(torch.int16)).view(ml_dtypes.bfloat16) for t in (a, b, out))
     cases = {
         "torch.mm (reference)": lambda: torch.mm(a, b.t(), out=out),
         "gemm_wgmma torch": lambda: gemm.gemm_wgmma(a, b, out=out),

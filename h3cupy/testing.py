@@ -187,12 +187,7 @@ def bench(
     }
 
 
-def bench_graph(
-    fn: Callable[[int], object], *, reps: int = 10, rotate: int = 1
-) -> dict[str, float]:
-    """GPU time of ``fn(i)`` without host overhead: the calls for every input set are captured in
-    one torch CUDA graph, whose replays are timed with events (per call = replay / ``rotate``).
-    ``fn`` must not allocate through CuPy's pool (pass preallocated outputs)."""
+def _capture(fn: Callable[[int], object], rotate: int):
     import torch
 
     side = torch.cuda.Stream()
@@ -207,21 +202,39 @@ def bench_graph(
             fn(i)
     graph.replay()
     torch.cuda.synchronize()
-    times = []
+    return graph
+
+
+def bench_graphs(
+    fns: dict[str, Callable[[int], object]], *, reps: int = 10, rotate: int = 1
+) -> dict[str, dict[str, float]]:
+    """GPU time of each ``fn(i)`` without host overhead: the calls for every input set are
+    captured in one torch CUDA graph per function; the graphs are then replayed in turn, ``reps``
+    rounds, each replay timed with events (per call = replay / ``rotate``). Interleaving keeps
+    the compared functions under the same clocks and temperature. ``fn`` must not allocate through
+    CuPy's pool (pass preallocated outputs)."""
+    import torch
+
+    graphs = {name: _capture(fn, rotate) for name, fn in fns.items()}
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(reps):
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / rotate)
-    del graph
+        for name, graph in graphs.items():
+            start = torch.cuda.Event(enable_timing=True)
+            stop = torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            stop.record()
+            stop.synchronize()
+            times[name].append(start.elapsed_time(stop) / rotate)
+    del graphs
     return {
-        "median_ms": statistics.median(times),
-        "min_ms": min(times),
-        "max_ms": max(times),
-        "reps": reps,
+        name: {
+            "median_ms": statistics.median(t),
+            "min_ms": min(t),
+            "max_ms": max(t),
+            "reps": reps,
+        }
+        for name, t in times.items()
     }
 
 

@@ -10,7 +10,6 @@ in, CuPy arrays otherwise.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -62,35 +61,64 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
 
 
-@dataclasses.dataclass
 class Tensor:
-    """A device operand: the raw-bits CuPy view, its logical format and where it came from."""
+    """A device operand: its address, shape, strides and logical format, and where it came from.
 
-    raw: Any  # cupy.ndarray of RAW_DTYPE[fmt] (or the array's own dtype for other formats)
-    fmt: str
-    is_torch: bool
-    device: int
-    obj: Any = None  # the caller's own object (returned as is for torch tensors)
+    CuPy operands carry their array (``raw``: the raw-bits view). torch operands are described
+    from ``data_ptr()`` / ``stride()`` directly, with no ``__cuda_array_interface__`` exchange on
+    the launch path (CuPy's CAI import records and waits on an event per array, which cost
+    ~60 µs per operand); ``raw`` is then built on first use.
+    """
+
+    __slots__ = ("_raw", "fmt", "is_torch", "device", "obj", "ptr", "shape", "_strides", "itemsize")
+
+    def __init__(self, raw, fmt: str, is_torch: bool, device: int, obj: Any = None):
+        self._raw = raw
+        self.fmt = fmt
+        self.is_torch = is_torch
+        self.device = device
+        self.obj = obj
+        if raw is not None:
+            self.ptr = int(raw.data.ptr)
+            self.shape = tuple(raw.shape)
+            self.itemsize = int(raw.itemsize)
+            self._strides = tuple(st // self.itemsize for st in raw.strides)
+        else:
+            self.ptr, self.shape, self.itemsize, self._strides = 0, (), 0, ()
+
+    @classmethod
+    def from_torch(cls, t, fmt: str) -> Tensor:
+        """Describe a CUDA torch tensor without importing it into CuPy."""
+        self = cls(None, fmt, True, t.device.index, t)
+        self.ptr = int(t.data_ptr())
+        self.shape = tuple(t.shape)
+        self.itemsize = int(t.element_size())
+        self._strides = tuple(t.stride())
+        return self
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.raw.shape)
+    def raw(self):
+        """The CuPy raw-bits view (uint16 for bf16, uint8 for e4m3), built on first use."""
+        if self._raw is None and self.obj is not None:
+            self._raw, _, _ = _torch_to_cupy(self.obj)
+        return self._raw
 
     @property
     def strides(self) -> tuple[int, ...]:
         """Strides in elements."""
-        return tuple(s // self.raw.itemsize for s in self.raw.strides)
-
-    @property
-    def ptr(self) -> int:
-        return int(self.raw.data.ptr)
+        return self._strides
 
     @property
     def size(self) -> int:
-        return int(self.raw.size)
+        return int(np.prod(self.shape, dtype=np.int64))
 
     def is_contiguous(self) -> bool:
-        return bool(self.raw.flags.c_contiguous)
+        expected = 1
+        for dim, st in zip(reversed(self.shape), reversed(self._strides), strict=True):
+            if dim != 1 and st != expected:
+                return False
+            expected *= dim
+        return True
 
 
 def _torch_to_cupy(t):
@@ -124,8 +152,12 @@ def as_tensor(x: Any, name: str, *, fp8_as: str | None = None) -> Tensor:
     if isinstance(x, Tensor):
         return x
     if _is_torch(x):
-        arr, fmt, dev = _torch_to_cupy(x)
-        t = Tensor(arr, fmt, True, dev, x)
+        if x.device.type != "cuda":
+            raise TypeError(
+                f"{name}: expected a CUDA tensor, got one on {x.device}; move it with {name}.cuda()"
+            )
+        fmt = _TORCH_FMT.get(str(x.dtype).removeprefix("torch."), str(x.dtype))
+        t = Tensor.from_torch(x, fmt)
     elif isinstance(x, cupy.ndarray):
         fmt = _NP_TO_FMT.get(np.dtype(x.dtype), str(x.dtype))
         raw = x.view(RAW_DTYPE[fmt]) if fmt in ("bf16", "e4m3") else x

@@ -26,12 +26,27 @@ def ptr(t) -> np.uint64:
     return np.uint64(t.data.ptr)
 
 
+_streams: dict[int, object] = {}
+
+
 def stream(tensors: list[Tensor]):
     """The caller's current stream as a CuPy stream object (usable as a context manager, so
-    that CuPy fills and copies stay ordered with h3cupy's launches)."""
-    import cupy
+    that CuPy fills and copies stay ordered with h3cupy's launches). One wrapper per stream
+    handle, made once."""
+    handle = current_stream_ptr(tensors)
+    s = _streams.get(handle)
+    if s is None:
+        import warnings
 
-    return cupy.cuda.ExternalStream(current_stream_ptr(tensors))
+        import cupy
+
+        with warnings.catch_warnings():
+            # NOTE: CuPy 14 deprecates ExternalStream in favour of Stream.from_external(obj with
+            # __cuda_stream__); a raw handle from torch has no such object, and the wrapper
+            # keeps the same behaviour.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            s = _streams[handle] = cupy.cuda.ExternalStream(handle)
+    return s
 
 
 def i32(v: int) -> np.int32:

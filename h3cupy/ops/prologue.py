@@ -79,7 +79,7 @@ def check_prologue_inputs(
             "projection, or two tables of one layout"
         )
     it = interop.as_tensor(adaln_index, "adaln_index")
-    checks.check_tensor(it, "adaln_index", ("int32", "int64"), (m,), dev, align=it.raw.itemsize)
+    checks.check_tensor(it, "adaln_index", ("int32", "int64"), (m,), dev, align=it.itemsize)
     return xt, wt, st, ht, it, rows, stride
 
 
