@@ -40,9 +40,9 @@ def main() -> None:
     print(f"{info['gpu']} ({info['target']})")
     backends = {"mma_sync": gemm.gemm_mma_sync, "wgmma": gemm.gemm_wgmma}
 
-    #     # wgmma<tile N>[p][x2]: p = FP8 promotion, x2 = clusters of two CTAs multicasting B.
+    #     # wgmma<tile N>[p|pp][x2]: p / pp = FP8 promotion mode 1 / 2, x2 = clusters of two CTAs.
     def vname(tile_n, promote, cluster):
-        return f"wgmma{tile_n}{'p' if promote else ''}{'x2' if cluster == 2 else ''}"
+        return f"wgmma{tile_n}{'p' * promote}{'x2' if cluster == 2 else ''}"
 
     for _fmt, tile_n, promote, cluster in gemm.WGMMA_VARIANTS:
         backends.setdefault(

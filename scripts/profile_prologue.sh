@@ -8,7 +8,8 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 H3CUPY_CACHE_DIR=$PWD/.h3cache
 for code in ${CODES:-0 1 2}; do  # the kOut template argument: 0 bf16, 1 fp8, 2 nvfp4
-  ncu --kernel-name "regex:prologue_smxxILi5376ELi${code}E" --launch-skip 2 --launch-count 1 \
+  ncu --kernel-name-base mangled --kernel-name "regex:prologue_smxxILi5376ELi${code}E" \
+      --launch-skip 2 --launch-count 1 \
       --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section SchedulerStats --section MemoryWorkloadAnalysis ${NCU_EXTRA:-} \
       python3 benchmarks/prologue.py --m 38592 --reps 2 --no-torch

@@ -87,7 +87,7 @@ def test_gemm_e4m3_scaled(m, backend, rng):
 def _wgmma_variant_ids():
     from h3cupy.ops.gemm import WGMMA_VARIANTS
 
-    return [f"{f}-n{n}{'-promote' if p else ''}-x{c}" for f, n, p, c in WGMMA_VARIANTS]
+    return [f"{f}-n{n}-p{p}-x{c}" for f, n, p, c in WGMMA_VARIANTS]
 
 
 def _operands(rng, fmt, m, n, k):
@@ -114,7 +114,7 @@ WGMMA_SHAPES = [(1, 512, 5376), (129, 520, 7168), (300, 1000, 14336), (2000, 256
 
 
 @pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("variant", list(range(5)), ids=_wgmma_variant_ids())
+@pytest.mark.parametrize("variant", list(range(6)), ids=_wgmma_variant_ids())
 def test_gemm_wgmma_variants(variant, shape, rng):
     import cupy
 

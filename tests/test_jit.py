@@ -31,8 +31,12 @@ def test_compile(target, file):
     report = jit.parse_ptxas_report(res.log)
     assert set(report) == set(res.lowered.values())
     for sym, r in report.items():
-        # NOTE: a spill in these kernels means a register array went to local memory.
-        assert r["spill_stores"] == 0 and r["spill_loads"] == 0, (sym, r)
+        # NOTE: a spill in these kernels means a register array went to local memory. The one
+        # exception: ptxas saves a few scalars across `setmaxnreg` (STL before, LDL after, seen in
+        # the SASS of the three-fragment FP8 engine), so kernels that re-budget registers may
+        # store at most 32 bytes; a spilled fragment would be hundreds.
+        budget = 32 if "wgmma" in sym else 0
+        assert r["spill_stores"] <= budget and r["spill_loads"] <= 4 * budget, (sym, r)
         print(target, file, sym, r)
 
 

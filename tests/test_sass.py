@@ -99,7 +99,7 @@ def test_gemm_wgmma_sass():
     for fmt, tile_n, promote, cluster in gemm.WGMMA_VARIANTS:
         code, op = {"bf16": (0, "HGMMA"), "e4m3": (1, "QGMMA")}[fmt]
         kern = "gemm_wgmma_x2_sm90" if cluster == 2 else "gemm_wgmma_sm90"
-        (name,) = [n for n in ops if f"{kern}ILi{code}ELi{tile_n}ELb{int(promote)}E" in n]
+        (name,) = [n for n in ops if f"{kern}ILi{code}ELi{tile_n}ELi{promote}E" in n]
         c = ops[name]
         # 4 k-steps per stage, each one 64 x tile_n warpgroup MMA
         assert sum(k for o, k in c.items() if o.startswith(op)) >= 4, sorted(c)
@@ -108,4 +108,7 @@ def test_gemm_wgmma_sass():
         if cluster == 2:  # B multicast to both CTAs of the cluster
             assert any(o.startswith("UTMALDG.2D.MULTICAST") for o in c), sorted(c)
         assert any(o.startswith("USETMAXREG") for o in c)  # setmaxnreg took effect
-        assert not any(o.startswith(("LDL", "STL")) for o in c), name
+        # NOTE: the three-fragment FP8 variant keeps a few scalars in local memory across
+        # setmaxnreg (ptxas's save/restore, see test_jit); a spilled fragment would be far more.
+        local = sum(k for o, k in c.items() if o.startswith(("LDL", "STL")))
+        assert local <= (32 if promote == 2 else 0), (name, local)

@@ -14,7 +14,7 @@ namespace h3 {
 #endif
 
 // kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
-template <int kFmt, int kBN, bool kPromote>
+template <int kFmt, int kBN, int kPromote>
 __global__ void __launch_bounds__(384, 1) gemm_wgmma_sm90(
     const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
     const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,
@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(384, 1) gemm_wgmma_sm90(
   gemm_sm90_body<kFmt, kBN, kPromote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
-template <int kFmt, int kBN, bool kPromote>
+template <int kFmt, int kBN, int kPromote>
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) gemm_wgmma_x2_sm90(
     const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
     const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,

@@ -72,7 +72,12 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
     wv[1] = ld16(w + k0 + 8);
   }
   float g = 0.f;
-  if constexpr (kOut == kOutNvfp4) g = *global_scale;
+  __shared__ float os_tab[kOut == kOutNvfp4 ? 128 : 1];
+  if constexpr (kOut == kOutNvfp4) {
+    g = *global_scale;
+    nvfp4_os_table(os_tab, g);
+    __syncthreads();
+  }
 
   i64 m = blockIdx.x;
   if (m >= M) return;
@@ -148,7 +153,7 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
       if (t == 0) static_cast<float*>(s_out)[m] = s;
     } else if constexpr (kOut == kOutNvfp4) {
       if (active) {
-        const Nvfp4Block b = nvfp4_block(a, g);
+        const Nvfp4Block b = nvfp4_block_tab(a, g, os_tab);
         *reinterpret_cast<uint2*>(q_out + m * (kK / 2) + k0 / 2) = b.codes;
         static_cast<u8*>(s_out)[m * (kK / 16) + t] = b.sf;
       }

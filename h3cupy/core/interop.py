@@ -221,10 +221,14 @@ def export(t: Tensor) -> Any:
 
 def current_stream_ptr(tensors: list[Tensor]) -> int:
     """torch's current stream when any operand is a torch tensor, else CuPy's current stream."""
-    if any(t.is_torch for t in tensors):
-        import torch
+    for t in tensors:
+        if t.is_torch:
+            import torch
 
-        return int(torch.cuda.current_stream().cuda_stream)
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Inductor uses
+            if raw is not None:
+                return int(raw(t.device))
+            return int(torch.cuda.current_stream(t.device).cuda_stream)
     import cupy
 
     return int(cupy.cuda.get_current_stream().ptr)

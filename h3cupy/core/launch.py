@@ -106,6 +106,54 @@ def max_active_clusters(kernel, cluster: int, block: int, smem: int, fallback: i
     return got
 
 
+_CTYPE = {
+    np.dtype(np.uint64): ctypes.c_uint64,
+    np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint32): ctypes.c_uint32,
+    np.dtype(np.int32): ctypes.c_int32,
+    np.dtype(np.float32): ctypes.c_float,
+}
+
+
+class _Driver:
+    """``cuLaunchKernel`` through ctypes: the launch path of every h3cupy kernel.
+
+    NOTE: CuPy's ``Function.__call__`` costs tens of microseconds per launch with by-value
+    structured arguments (the 128-byte tensor maps); packing the parameter pointers here costs a
+    few. The function handle is CuPy's (``Function.ptr``), so CuPy still owns module loading.
+    """
+
+    def __init__(self):
+        lib = ctypes.CDLL("libcuda.so.1")
+        self.launch = lib.cuLaunchKernel
+        self.launch.restype = ctypes.c_int
+        self.launch.argtypes = (
+            [ctypes.c_void_p]
+            + [ctypes.c_uint] * 7
+            + [
+                ctypes.c_void_p,
+                ctypes.POINTER(ctypes.c_void_p),
+                ctypes.c_void_p,
+            ]
+        )
+        self.error_name = lib.cuGetErrorName
+        self.error_name.restype = ctypes.c_int
+        self.error_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+
+
+_driver: _Driver | None = None
+
+
+def _param(v):
+    """A ctypes object holding one kernel parameter's bytes (kept alive by the caller)."""
+    if isinstance(v, np.ndarray):  # a by-value struct, e.g. a TMA tensor map (0-d, structured)
+        return (ctypes.c_char * v.nbytes).from_buffer_copy(v)
+    ct = _CTYPE.get(np.dtype(type(v))) if isinstance(v, np.generic) else None
+    if ct is None:
+        raise TypeError(f"internal error: untyped kernel argument {v!r} ({type(v).__name__})")
+    return ct(v.item())
+
+
 def launch(
     kernel,
     grid: int | tuple[int, ...],
@@ -120,15 +168,27 @@ def launch(
     Dynamic shared memory above 48 KiB is unlocked on the kernel object the first time it is
     asked for (``cudaFuncAttributeMaxDynamicSharedMemorySize``).
     """
+    global _driver
     _unlock_smem(kernel, smem)
-    grid = (grid,) if isinstance(grid, int) else tuple(grid)
-    block = (block,) if isinstance(block, int) else tuple(block)
+    grid = (grid, 1, 1) if isinstance(grid, int) else tuple(grid) + (1,) * (3 - len(grid))
+    block = (block, 1, 1) if isinstance(block, int) else tuple(block) + (1,) * (3 - len(block))
     limit = _max_threads.get(id(kernel))
     if limit is None:
         limit = _max_threads[id(kernel)] = int(kernel.max_threads_per_block)
-    if int(np.prod(block)) > limit:
+    if block[0] * block[1] * block[2] > limit:
         raise RuntimeError(
             f"internal error: launching {block} threads per block, but the kernel was built for at "
             f"most {limit} (its __launch_bounds__); the op's block size and the kernel disagree"
         )
-    kernel(grid, block, args, shared_mem=smem, stream=stream(tensors))
+    if _driver is None:
+        _driver = _Driver()
+    params = [_param(v) for v in args]
+    ptrs = (ctypes.c_void_p * max(1, len(params)))(*[ctypes.addressof(p) for p in params])
+    rc = _driver.launch(kernel.ptr, *grid, *block, smem, current_stream_ptr(tensors), ptrs, None)
+    if rc != 0:
+        name = ctypes.c_char_p()
+        _driver.error_name(rc, ctypes.byref(name))
+        raise RuntimeError(
+            f"cuLaunchKernel failed: {name.value.decode() if name.value else rc} "
+            f"(grid {grid}, block {block}, {smem} bytes of shared memory)"
+        )

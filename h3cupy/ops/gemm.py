@@ -158,21 +158,24 @@ def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, ou
 #: fmt -> (template code, operand format)
 WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: the instantiated (fmt, tile N, FP8 promotion, cluster size) variants of the sm_90a engine.
+#: Promotion 0: none; 1: one fresh fragment per k-tile (the warpgroup waits before adding);
+#: 2: two fresh fragments used alternately (the add overlaps the next k-tile's MMAs).
 #: Cluster 2 multicasts the B tile between two vertically adjacent tiles (large M); cluster 1 is
 #: for M <= 256, where a second M-tile would compute nothing. The unpromoted FP8 n256 variant is
 #: benchmark-only: its error exceeds the bound at K = 14336 (benchmarks/NOTES.md).
 WGMMA_VARIANTS = (
-    ("bf16", 256, False, 2),
-    ("bf16", 128, False, 1),
-    ("e4m3", 192, True, 2),
-    ("e4m3", 128, True, 1),
-    ("e4m3", 256, False, 2),
+    ("bf16", 256, 0, 2),
+    ("bf16", 128, 0, 1),
+    ("e4m3", 128, 2, 2),
+    ("e4m3", 192, 1, 2),
+    ("e4m3", 128, 2, 1),
+    ("e4m3", 256, 0, 2),
 )
 
 
-def _wgmma_name(fmt: str, tile_n: int, promote: bool, cluster: int) -> str:
+def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int) -> str:
     kern = "gemm_wgmma_x2_sm90" if cluster == 2 else "gemm_wgmma_sm90"
-    return f"h3::{kern}<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {str(promote).lower()}>"
+    return f"h3::{kern}<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {promote}>"
 
 
 GEMM_WGMMA = jit.ModuleSpec("kernels/gemm_wgmma.cu", tuple(_wgmma_name(*v) for v in WGMMA_VARIANTS))
@@ -188,24 +191,27 @@ def wgmma_smem_bytes(tile_n: int) -> int:
 
 
 def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None):
-    """The engine variant for a problem, as (tile N, promote, cluster).
+    """The engine variant for a problem, as (tile N, promotion mode, cluster).
 
     Defaults: FP8 always promotes (Hopper's FP8 wgmma keeps ~14 accumulator bits); M > 256 runs
-    clusters of two (bf16 n256, FP8 n192), smaller M the n128 single-CTA variant.
+    clusters of two (bf16 n256, FP8 n128 with double-buffered promotion), smaller M a single-CTA
+    n128 variant. ``promote`` may be a bool (True: the mode that fits the tile) or 0 / 1 / 2.
     """
-    if promote is None:
-        promote = fmt == "e4m3" and tile_n != 256
     if cluster is None:
         cluster = 2 if m > 256 or (tile_n is not None and tile_n != 128) else 1
     if tile_n is None:
-        tile_n = 128 if cluster == 1 else (192 if fmt == "e4m3" else 256)
-    variant = (fmt, tile_n, bool(promote), cluster)
+        tile_n = 256 if (cluster == 2 and fmt == "bf16") else 128
+    if promote is None or promote is True:
+        promote = (
+            0 if fmt == "bf16" or promote is None and tile_n == 256 else (2 if tile_n <= 128 else 1)
+        )
+    variant = (fmt, tile_n, int(promote), cluster)
     if variant not in WGMMA_VARIANTS:
         raise ValueError(
             f"tile_n/promote/cluster: expected one of {WGMMA_VARIANTS}, got {variant}; "
             "leave them unset for the default"
         )
-    return tile_n, bool(promote), cluster
+    return tile_n, int(promote), cluster
 
 
 @functools.lru_cache(maxsize=256)

@@ -20,7 +20,10 @@
 //   the current tile's epilogue.
 // * kPromote (FP8): each 128-byte k-tile is accumulated into a fresh fragment and added to the
 //   fp32 total on the CUDA cores, because Hopper's FP8 wgmma accumulates with ~14 significant
-//   bits (DeepSeek-V3 report, 3.3.2); it needs two fragments (kBN <= 192).
+//   bits (DeepSeek-V3 report, 3.3.2). kPromote = 1: one fresh fragment, the warpgroup waits for
+//   its k-tile before adding (two fragments, kBN <= 192). kPromote = 2: two fresh fragments used
+//   alternately, so k-tile kt + 1 is in the tensor cores while k-tile kt is added (three
+//   fragments, kBN <= 128).
 //
 // The epilogue functor receives each consumer warpgroup's fragment once per tile:
 //   epi(d, row0, col0, staging, wg): d[kBN / 2] is the 64 x kBN block at rows row0.., columns
@@ -38,10 +41,11 @@
 
 namespace h3 {
 
-template <int kFmt, int kBN, bool kPromote, int kCluster>
+template <int kFmt, int kBN, int kPromote, int kCluster>
 struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 256, "tile N must be 128, 192 or 256");
-  static_assert(!kPromote || kBN <= 192, "FP8 promotion needs two fragments: tile N <= 192");
+  static_assert(kPromote == 0 || (kPromote == 1 && kBN <= 192) || (kPromote == 2 && kBN <= 128),
+                "FP8 promotion: two fragments need tile N <= 192, three tile N <= 128");
   static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
   static constexpr int kBM = 128;
   static constexpr int kBKBytes = 128;  // one 128B swizzle row: 64 bf16 or 128 e4m3
@@ -76,7 +80,7 @@ struct TileOrder {
   }
 };
 
-template <int kFmt, int kBN, bool kPromote, int kCluster, class Epi>
+template <int kFmt, int kBN, int kPromote, int kCluster, class Epi>
 H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
                               int k_bytes, const Epi& epi) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -159,39 +163,62 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       order.tile(t, mp, nt);
 #pragma unroll
       for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
-      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-        const int s = it % S;
-        mbar_wait(&full[s], (it / S) & 1);
+      const int it0 = it;
+      // Issue the 4 k-steps of k-tile kt into fragment f (scale_d = 0 on the first one when
+      // `fresh`); waits for the stage's TMA bytes first.
+      auto issue = [&](float(&f)[Cfg::kAcc], int kt, bool fresh) {
+        const int s = (it0 + kt) % S;
+        mbar_wait(&full[s], ((it0 + kt) / S) & 1);
         const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
         const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
-        if constexpr (kPromote) {
-          float part[Cfg::kAcc];
-          wgmma_fence();
+        wgmma_fence();
 #pragma unroll
-          for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
-            wgmma_step<kFmt, kBN>(part, wgmma_desc_k128b(a_base + Cfg::kStepBytes * k),
-                                  wgmma_desc_k128b(b_base + Cfg::kStepBytes * k), k);
-          wgmma_commit();
-          wgmma_wait<0>();
-          release(s);
-#pragma unroll
-          for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
-        } else {
-          wgmma_fence();
-#pragma unroll
-          for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
-            wgmma_step<kFmt, kBN>(acc, wgmma_desc_k128b(a_base + Cfg::kStepBytes * k),
-                                  wgmma_desc_k128b(b_base + Cfg::kStepBytes * k), 1);
-          wgmma_commit();
+        for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
+          wgmma_step<kFmt, kBN>(f, wgmma_desc_k128b(a_base + Cfg::kStepBytes * k),
+                                wgmma_desc_k128b(b_base + Cfg::kStepBytes * k),
+                                fresh ? k : 1);
+        wgmma_commit();
+      };
+      auto stage_of = [&](int kt) { return (it0 + kt) % S; };
+      if constexpr (kPromote == 0) {
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          issue(acc, kt, false);
           // Keep one k-tile of wgmma in flight: the previous one has completed, free its stage.
           wgmma_wait<1>();
-          if (kt > 0) release((it + S - 1) % S);
+          if (kt > 0) release(stage_of(kt - 1));
+        }
+        wgmma_wait<0>();
+        if (k_tiles > 0) release(stage_of(k_tiles - 1));
+      } else if constexpr (kPromote == 1) {
+        float part[Cfg::kAcc];
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          issue(part, kt, true);
+          wgmma_wait<0>();
+          release(stage_of(kt));
+#pragma unroll
+          for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
+        }
+      } else {
+        float p0[Cfg::kAcc], p1[Cfg::kAcc];
+        // Issue k-tile kt into `cur` (if any remain), then retire k-tile kt - 1 from `prev`.
+        auto step = [&](float(&cur)[Cfg::kAcc], float(&prev)[Cfg::kAcc], int kt) {
+          if (kt < k_tiles) {
+            issue(cur, kt, true);
+            wgmma_wait<1>();
+          } else {
+            wgmma_wait<0>();
+          }
+          release(stage_of(kt - 1));
+#pragma unroll
+          for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += prev[i];
+        };
+        if (k_tiles > 0) issue(p0, 0, true);
+        for (int kt = 1; kt <= k_tiles; kt += 2) {
+          step(p1, p0, kt);
+          if (kt + 1 <= k_tiles) step(p0, p1, kt + 1);
         }
       }
-      if constexpr (!kPromote) {
-        wgmma_wait<0>();
-        if (k_tiles > 0) release((it + S - 1) % S);
-      }
+      it += k_tiles;
       epi(acc, (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1), nt * kBN,
           staging + (wg - 1) * (Cfg::kStagingBytes / 2), wg);
     }

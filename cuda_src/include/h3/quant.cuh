@@ -72,6 +72,27 @@ H3_DEVICE Nvfp4Block nvfp4_block(const float (&v)[16], float g) {
   return b;
 }
 
+// The same block with os = g / float(sf) looked up in `os_tab` (128 entries, os_tab[0] = 0),
+// built once per CTA by nvfp4_os_table: bit-identical, and no per-block IEEE division.
+H3_DEVICE Nvfp4Block nvfp4_block_tab(const float (&v)[16], float g, const float* os_tab) {
+  float bamax = 0.f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) bamax = fmaxf(bamax, fabsf(v[i]));
+  Nvfp4Block b;
+  b.sf = ue4m3((bamax * kRcp6) * g);
+  const float os = os_tab[b.sf];
+  b.codes = make_uint2(nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[0]), os),
+                       nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[8]), os));
+  return b;
+}
+
+// os_tab[c] = g / float(ue4m3 code c) (IEEE division), os_tab[0] = 0, written by the block's
+// threads. The caller synchronizes before use.
+H3_DEVICE void nvfp4_os_table(float* os_tab, float g) {
+  for (int c = threadIdx.x; c < 128; c += blockDim.x)
+    os_tab[c] = c ? __fdiv_rn(g, e4m3_to_f32(static_cast<u8>(c))) : 0.f;
+}
+
 // Byte offset of scale SF[r, c] in the 128x4 swizzled layout of a [R, C] scale matrix
 // (C padded to C4 = ceil(C/4)*4 columns).
 H3_DEVICE i64 sf_128x4_offset(i64 r, int c, int n_cols) {
