@@ -98,7 +98,7 @@ def max_active_clusters(kernel, cluster: int, block: int, smem: int, fallback: i
         out = ctypes.c_int(0)
         try:
             fn = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
-            rc = fn(ctypes.byref(out), ctypes.c_void_p(kernel.ptr), ctypes.byref(cfg))
+            rc = fn(ctypes.byref(out), ctypes.c_void_p(function_ptr(kernel)), ctypes.byref(cfg))
         except (OSError, AttributeError):  # pragma: no cover - no driver entry point
             rc = -1
         got = out.value if rc == 0 and out.value > 0 else fallback
@@ -142,6 +142,17 @@ class _Driver:
 
 
 _driver: _Driver | None = None
+_fptr: dict[int, int] = {}  # id(kernel) -> CUfunction
+
+
+def function_ptr(kernel) -> int:
+    """The driver handle (CUfunction) of a CuPy kernel: ``RawKernel.kernel.ptr`` (the loaded
+    ``Function``), or ``Function.ptr``."""
+    p = _fptr.get(id(kernel))
+    if p is None:
+        fn = kernel.kernel if hasattr(kernel, "kernel") else kernel
+        p = _fptr[id(kernel)] = int(fn.ptr)
+    return p
 
 
 def _param(v):
@@ -184,7 +195,9 @@ def launch(
         _driver = _Driver()
     params = [_param(v) for v in args]
     ptrs = (ctypes.c_void_p * max(1, len(params)))(*[ctypes.addressof(p) for p in params])
-    rc = _driver.launch(kernel.ptr, *grid, *block, smem, current_stream_ptr(tensors), ptrs, None)
+    rc = _driver.launch(
+        function_ptr(kernel), *grid, *block, smem, current_stream_ptr(tensors), ptrs, None
+    )
     if rc != 0:
         name = ctypes.c_char_p()
         _driver.error_name(rc, ctypes.byref(name))
