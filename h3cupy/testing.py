@@ -162,28 +162,37 @@ def poison(*arrays) -> None:
 
 
 def bench(
-    fn: Callable[[int], object], *, reps: int = 30, warmup: int = 5, rotate: int = 1
+    fn: Callable[[int], object],
+    *,
+    reps: int = 30,
+    warmup: int = 5,
+    rotate: int = 1,
+    batches: int = 5,
 ) -> dict[str, float]:
-    """Time ``fn(i)`` with CUDA events on the current stream; ``i`` cycles over ``rotate`` input
-    sets (to keep inputs out of L2). Returns median / min / max milliseconds per call."""
+    """Eager time of ``fn(i)`` per call: ``batches`` batches of ``reps`` back-to-back calls, each
+    batch timed with CUDA events on the current stream; ``i`` cycles over ``rotate`` input sets
+    (to keep inputs out of L2). Back-to-back launches queue up, so this is the GPU time when the
+    GPU is the bottleneck and the host launch time when the host is. Returns the median / min /
+    max of the batch means (ms per call)."""
     import cupy
 
     for i in range(warmup):
         fn(i % rotate)
     stream = cupy.cuda.get_current_stream()
     times = []
-    for i in range(reps):
+    for b in range(batches):
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
         start.record(stream)
-        fn(i % rotate)
+        for i in range(reps):
+            fn((b * reps + i) % rotate)
         stop.record(stream)
         stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / reps)
     return {
         "median_ms": statistics.median(times),
         "min_ms": min(times),
         "max_ms": max(times),
-        "reps": reps,
+        "reps": reps * batches,
     }
 
 

@@ -247,3 +247,113 @@ def check_weight_helpers(rng: np.random.Generator | None = None) -> list[Check]:
         )
     )
     return out
+
+
+def pre_attention_bound(ref: np.ndarray) -> np.ndarray:
+    """SPEC §8 bound of a bf16 op output: ``1e-2 + 1e-2*mag + 2*ulp_bf16(mag)``, with ``mag`` the
+    max of |ref| and |partner| on the RoPE dims (a rotated pair can cancel). ``ref`` is
+    ``[..., 128]`` per head."""
+    mag = np.abs(ref.astype(np.float64))
+    lo, hi = mag[..., :48], mag[..., 48:96]
+    pair = np.maximum(lo, hi)
+    mag = mag.copy()
+    mag[..., :48] = pair
+    mag[..., 48:96] = pair
+    return 1e-2 + 1e-2 * mag + 2 * formats.bf16_ulp(mag)
+
+
+def check_pre_attention_bf16(
+    m: int,
+    ps: tuple[int, ...] = (1, 2, 4, 8),
+    rng: np.random.Generator | None = None,
+    *,
+    positions: str = "identity",
+    index_dtype=np.int64,
+    max_ref_rows: int = 192,
+) -> list[Check]:
+    """``minimax_h3_bf16_pre_attention`` against the float64 reference (SPEC §3, bounds §8), for
+    each Ulysses degree in ``ps`` on the same inputs.
+
+    Production AdaLN segments with invalid entries (``production_index``), NaN-poisoned output
+    and workspace, ``positions`` "identity" (None) or "random" (int32/int64 positions including
+    values outside [0, S), which the kernel clamps). The reference recomputes everything from x
+    (prologue included) on every row when M <= max_ref_rows, else on a random sample of rows
+    plus the first, last and the M-tile tails (the epilogue is row-local, so a row subset of the
+    reference is the reference of those rows). Rows with an invalid index must be exactly zero.
+    """
+    import cupy
+
+    from .ops.pre_attention import minimax_h3_bf16_pre_attention
+
+    rng = rng or np.random.default_rng()
+    host = ref_inputs.pre_attention_inputs(m, rows=9, index_dtype=index_dtype, rng=rng)
+    pos = None
+    if positions == "random":
+        host["rope_cos_sin"] = ref_inputs.rope_cache(max(m, 64))
+        s_rows = host["rope_cos_sin"].shape[0]
+        pos = rng.integers(-3, s_rows + 3, m).astype(index_dtype)
+    keys = (
+        "x",
+        "x_norm_weight",
+        "adaln_scale",
+        "adaln_shift",
+        "adaln_index",
+        "qkv_weight",
+        "q_norm_weight",
+        "k_norm_weight",
+        "rope_cos_sin",
+    )
+    dev = {k: upload(host[k]) for k in keys}
+    if m <= max_ref_rows:
+        rows = np.arange(m)
+    else:
+        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, 0, 1]
+        rows = np.unique(np.concatenate([rng.choice(m, max_ref_rows, replace=False), tail]))
+        rows = rows[(rows >= 0) & (rows < m)]
+    ref1 = reference.minimax_h3_bf16_pre_attention(
+        host["x"][rows],
+        host["x_norm_weight"],
+        host["adaln_scale"],
+        host["adaln_shift"],
+        host["adaln_index"][rows],
+        host["qkv_weight"],
+        host["q_norm_weight"],
+        host["k_norm_weight"],
+        host["rope_cos_sin"],
+        ulysses_degree=1,
+        rope_positions=(rows if pos is None else pos[rows]).astype(np.int64),
+    )[0]  # [rows, 56, 3, 128]
+    idx = host["adaln_index"].astype(np.int64)
+    invalid = np.nonzero((idx < 0) | (idx >= 9))[0]
+    ws = cupy.empty((m, D), formats.BF16)
+    checks: list[Check] = []
+    for p in ps:
+        hp = 56 // p
+        out = cupy.empty((p, m, hp, 3, 128), formats.BF16)
+        poison(out, ws)
+        minimax_h3_bf16_pre_attention(
+            *(dev[k] for k in keys),
+            ulysses_degree=p,
+            out=out,
+            workspace=ws,
+            rope_positions=None if pos is None else cupy.asarray(pos),
+        )
+        got = download(out).astype(np.float32)  # [P, M, hp, 3, 128]
+        ref = ref1.reshape(len(rows), p, hp, 3, 128).transpose(1, 0, 2, 3, 4)
+        shape = f"M={m} P={p} pos={positions} idx={np.dtype(index_dtype).name}"
+        # NOTE: no identical-fraction floor: y comes from an fp32 tensor-core GEMM, the
+        # reference from float64, so bf16 roundings of y legitimately differ.
+        checks += bf16_close(
+            "bf16_pre_attention",
+            shape,
+            got[:, rows],
+            ref,
+            pre_attention_bound(ref),
+            min_identical=0.0,
+        )[:1]
+        if invalid.size:
+            bad = got[:, invalid]
+            checks.append(
+                exact("bf16_pre_attention", shape, "invalid-index rows", bad, np.zeros_like(bad))
+            )
+    return checks

@@ -19,6 +19,7 @@ status=0
 python3 -m pytest tests -q -rs -x ${1:+-k "$1"} -p no:cacheprovider 2>&1 | tee "$OUT/tests.log" || status=1
 python3 -m h3cupy.selftest 2>&1 | tee "$OUT/selftest.log" || status=1
 python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json" 2>&1 | tee "$OUT/bench.log" || status=1
-python3 benchmarks/gemm.py --m 129 4824 38592 --json "$OUT/bench_gemm.json" 2>&1 | tee -a "$OUT/bench.log" || status=1
+python3 benchmarks/gemm.py --m 129 4824 38592 --backend wgmma mma_sync --json "$OUT/bench_gemm.json" 2>&1 | tee -a "$OUT/bench.log" || status=1
+python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json" 2>&1 | tee -a "$OUT/bench.log" || status=1
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status

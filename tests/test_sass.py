@@ -112,3 +112,20 @@ def test_gemm_wgmma_sass():
         # setmaxnreg (ptxas's save/restore, see test_jit); a spilled fragment would be far more.
         local = sum(k for o, k in c.items() if o.startswith(("LDL", "STL")))
         assert local <= (32 if promote == 2 else 0), (name, local)
+
+
+def test_pre_attention_sass():
+    """The fused pre-attention GEMM: bf16 warpgroup MMAs (64 x 256 in clusters, 64 x 128 single),
+    B multicast, and the Ulysses pack written by 3-D TMA stores; no local memory."""
+    from h3cupy.ops import pre_attention
+
+    text = sass.disassemble(pre_attention.PRE_ATTENTION, "sm_90a")
+    ops = sass.opcodes(text)
+    assert len(ops) == 2
+    for name, c in ops.items():
+        assert any(o.startswith("HGMMA") for o in c), sorted(c)
+        assert any(o.startswith("UTMASTG.3D") for o in c), sorted(c)
+        if "x2" in name:
+            assert any(o.startswith("UTMALDG.2D.MULTICAST") for o in c), sorted(c)
+        assert not any(o.startswith(("LDL", "STL")) for o in c), name
+    assert "HGMMA.64x256x16.F32.BF16" in text and "HGMMA.64x128x16.F32.BF16" in text

@@ -67,30 +67,48 @@ def encode_2d(
     Raises ValueError for arguments the TMA unit rejects (alignment, box sizes), RuntimeError if
     the driver refuses the encoding.
     """
+    return encode(ptr, dtype, (cols, rows), (row_stride_bytes,), (box_cols, box_rows), swizzle)
+
+
+def encode(
+    ptr: int,
+    dtype: str,
+    dims: tuple[int, ...],
+    strides_bytes: tuple[int, ...],
+    box: tuple[int, ...],
+    swizzle: int = 0,
+) -> np.ndarray:
+    """A tensor map of rank ``len(dims)`` (1 to 5): ``dims`` and ``box`` innermost first,
+    ``strides_bytes`` the byte strides of dims 1.. (the innermost is contiguous). Loads read zeros
+    past the edges; stores clip there, per dimension.
+    """
+    rank = len(dims)
     if dtype not in DTYPE:
         raise ValueError(f"dtype: expected one of {', '.join(DTYPE)}, got {dtype!r}")
     if swizzle not in SWIZZLE:
         raise ValueError(f"swizzle: expected 0, 32, 64 or 128 bytes, got {swizzle}")
-    if ptr % 16 or row_stride_bytes % 16:
+    if not (1 <= rank <= 5) or len(box) != rank or len(strides_bytes) != rank - 1:
+        raise ValueError(f"tensor map: inconsistent rank (dims {dims}, strides {strides_bytes})")
+    if ptr % 16 or any(st % 16 for st in strides_bytes):
         raise ValueError(
-            f"TMA needs a 16-byte aligned base and row stride, got {ptr:#x} and {row_stride_bytes}"
+            f"TMA needs a 16-byte aligned base and strides, got {ptr:#x} and {strides_bytes}"
         )
-    if not (1 <= box_cols <= 256 and 1 <= box_rows <= 256):
-        raise ValueError(f"box dims must lie in [1, 256], got {box_cols} x {box_rows}")
+    if not all(1 <= b <= 256 for b in box):
+        raise ValueError(f"box dims must lie in [1, 256], got {box}")
     desc = np.zeros((), DESC_DTYPE)
-    dims = (ctypes.c_uint64 * 2)(cols, rows)
-    strides = (ctypes.c_uint64 * 1)(row_stride_bytes)
-    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
-    estr = (ctypes.c_uint32 * 2)(1, 1)
+    c_dims = (ctypes.c_uint64 * rank)(*dims)
+    c_strides = (ctypes.c_uint64 * max(1, rank - 1))(*strides_bytes)
+    c_box = (ctypes.c_uint32 * rank)(*box)
+    c_estr = (ctypes.c_uint32 * rank)(*([1] * rank))
     rc = _encode_fn()(
         desc.ctypes.data,
         DTYPE[dtype],
-        2,
+        rank,
         ctypes.c_void_p(ptr),
-        dims,
-        strides,
-        box,
-        estr,
+        c_dims,
+        c_strides,
+        c_box,
+        c_estr,
         0,
         SWIZZLE[swizzle],
         _L2_PROMOTION_128B,
@@ -98,7 +116,7 @@ def encode_2d(
     )
     if rc != 0:
         raise RuntimeError(
-            f"cuTensorMapEncodeTiled failed with CUresult {rc} (dtype={dtype}, dims={cols}x{rows}, "
-            f"stride={row_stride_bytes}, box={box_cols}x{box_rows}, swizzle={swizzle})"
+            f"cuTensorMapEncodeTiled failed with CUresult {rc} (dtype={dtype}, dims={dims}, "
+            f"strides={strides_bytes}, box={box}, swizzle={swizzle})"
         )
     return desc

@@ -158,17 +158,17 @@ def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, ou
 #: fmt -> (template code, operand format)
 WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: the instantiated (fmt, tile N, FP8 promotion, cluster size) variants of the sm_90a engine.
-#: Promotion 0: none; 1: one fresh fragment per k-tile (the warpgroup waits before adding);
-#: 2: two fresh fragments used alternately (the add overlaps the next k-tile's MMAs).
+#: Promotion 0: none; 1: one fresh fragment per k-tile (the warpgroup waits before adding).
+#: (Mode 2, two fresh fragments used alternately, exists in the engine but measured 0.6x of
+#: mode 1 on the H200: benchmarks/NOTES.md.)
 #: Cluster 2 multicasts the B tile between two vertically adjacent tiles (large M); cluster 1 is
 #: for M <= 256, where a second M-tile would compute nothing. The unpromoted FP8 n256 variant is
 #: benchmark-only: its error exceeds the bound at K = 14336 (benchmarks/NOTES.md).
 WGMMA_VARIANTS = (
     ("bf16", 256, 0, 2),
     ("bf16", 128, 0, 1),
-    ("e4m3", 128, 2, 2),
     ("e4m3", 192, 1, 2),
-    ("e4m3", 128, 2, 1),
+    ("e4m3", 128, 1, 1),
     ("e4m3", 256, 0, 2),
 )
 
@@ -194,17 +194,15 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None):
     """The engine variant for a problem, as (tile N, promotion mode, cluster).
 
     Defaults: FP8 always promotes (Hopper's FP8 wgmma keeps ~14 accumulator bits); M > 256 runs
-    clusters of two (bf16 n256, FP8 n128 with double-buffered promotion), smaller M a single-CTA
-    n128 variant. ``promote`` may be a bool (True: the mode that fits the tile) or 0 / 1 / 2.
+    clusters of two (bf16 n256, FP8 n192), smaller M a single-CTA n128 variant. ``promote`` may
+    be a bool (True: promote) or 0 / 1.
     """
     if cluster is None:
         cluster = 2 if m > 256 or (tile_n is not None and tile_n != 128) else 1
     if tile_n is None:
-        tile_n = 256 if (cluster == 2 and fmt == "bf16") else 128
+        tile_n = 128 if cluster == 1 else (256 if fmt == "bf16" else 192)
     if promote is None or promote is True:
-        promote = (
-            0 if fmt == "bf16" or promote is None and tile_n == 256 else (2 if tile_n <= 128 else 1)
-        )
+        promote = 0 if fmt == "bf16" or promote is None and tile_n == 256 else 1
     variant = (fmt, tile_n, int(promote), cluster)
     if variant not in WGMMA_VARIANTS:
         raise ValueError(
@@ -212,6 +210,19 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None):
             "leave them unset for the default"
         )
     return tile_n, int(promote), cluster
+
+
+def engine_grid(kernel, m: int, n: int, tile_n: int, cluster: int, smem: int, device: int) -> int:
+    """Persistent grid of the sm_90a engine: one CTA per output tile (clusters: per tile pair),
+    at most as many as can be resident at once."""
+    sms = arch.sm_count(device)
+    m_tiles = -(-m // 128)
+    units = -(-m_tiles // cluster) * -(-n // tile_n)  # tiles, or tile pairs
+    if cluster > 1:
+        resident = max_active_clusters(kernel, cluster, 384, smem, sms // cluster)
+    else:
+        resident = sms
+    return cluster * min(units, resident)
 
 
 @functools.lru_cache(maxsize=256)
@@ -266,16 +277,10 @@ def gemm_wgmma(
     desc_c = _tensor_map(ot.ptr, "bfloat16", n, m, n * 2, 64)  # epilogue TMA-store boxes
     kernel = jit.get_kernel(GEMM_WGMMA, _wgmma_name(fmt, tile_n, promote, cluster), target)
     smem = wgmma_smem_bytes(tile_n)
-    sms = arch.sm_count(at.device)
-    m_tiles = -(-m // 128)
-    units = -(-m_tiles // cluster) * -(-n // tile_n)  # tiles, or tile pairs
-    if cluster > 1:
-        resident = max_active_clusters(kernel, cluster, 384, smem, sms // cluster)
-    else:
-        resident = sms
+    grid = engine_grid(kernel, m, n, tile_n, cluster, smem, at.device)
     launch(
         kernel,
-        cluster * min(units, resident),
+        grid,
         384,
         (desc_a, desc_b, desc_c, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs)),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],

@@ -83,6 +83,37 @@ def check_prologue_inputs(
     return xt, wt, st, ht, it, rows, stride
 
 
+def launch_prologue(xt, wt, st, ht, it, rows, stride, eps, out_format, at, qt, sct, gt) -> None:
+    """Launch the prologue kernel on checked operands (see :func:`norm_adaln`; the ops call this
+    after validating all of their inputs, so that a bad argument never leaves half the work
+    done)."""
+    dev, m = xt.device, xt.shape[0]
+    name = f"h3::prologue_smxx<{D}, {_OUT_CODES[out_format]}, {_INDEX_CTYPES[it.fmt]}>"
+    kernel = jit.get_kernel(PROLOGUE, name, arch.device_target(dev))
+    tensors = [xt, wt, st, ht, it] + [t for t in (at, qt, sct, gt) if t is not None]
+    launch(
+        kernel,
+        min(m, _CTAS_PER_SM * arch.sm_count(dev)),
+        _THREADS,
+        (
+            ptr(xt),
+            ptr(wt),
+            ptr(st),
+            ptr(ht),
+            i64(stride),
+            i64(rows),
+            ptr(it),
+            f32(eps),
+            i64(m),
+            ptr(at),
+            ptr(qt),
+            ptr(sct),
+            ptr(gt),
+        ),
+        tensors=tensors,
+    )
+
+
 def norm_adaln(
     x,
     x_norm_weight,
@@ -156,28 +187,5 @@ def norm_adaln(
         qt = out(q, "q", "uint8", (m, D // 2))
         sct = out(scale, "scale", "uint8", (m, D // 16))
 
-    name = f"h3::prologue_smxx<{D}, {_OUT_CODES[out_format]}, {_INDEX_CTYPES[it.fmt]}>"
-    kernel = jit.get_kernel(PROLOGUE, name, target)
-    tensors = [xt, wt, st, ht, it] + [t for t in (at, qt, sct, gt) if t is not None]
-    launch(
-        kernel,
-        min(m, _CTAS_PER_SM * arch.sm_count(dev)),
-        _THREADS,
-        (
-            ptr(xt),
-            ptr(wt),
-            ptr(st),
-            ptr(ht),
-            i64(stride),
-            i64(rows),
-            ptr(it),
-            f32(eps),
-            i64(m),
-            ptr(at),
-            ptr(qt),
-            ptr(sct),
-            ptr(gt),
-        ),
-        tensors=tensors,
-    )
+    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, out_format, at, qt, sct, gt)
     return NormAdalnOutput(*(interop.export(t) if t is not None else None for t in (at, qt, sct)))

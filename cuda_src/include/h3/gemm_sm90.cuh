@@ -31,7 +31,7 @@
 //   row0 + 16w + mma_c_row(l, r), column col0 + 8j + mma_c_col(l, r). Rows at or past M and
 //   columns at or past N hold zeros and must not be stored. d may be modified in place. `staging`
 //   is this warpgroup's 16 KiB, 1024-aligned shared-memory buffer, `wg` (1 or 2) names its
-//   hardware barrier (store_fragment_bf16_tma below).
+//   hardware barrier (store_fragment_bf16 below).
 #pragma once
 #include "h3/common.cuh"
 #include "h3/mma_sm90.cuh"
@@ -231,15 +231,15 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 #endif
 }
 
-// Store a consumer warpgroup's 64 x (2 kAcc) fragment as bf16 at (row0, col0) of the tensor of
-// `desc` (bf16, boxes of 64 columns x 64 rows, 128-byte swizzle): in passes of 128 columns the
-// warpgroup writes two swizzled boxes into `staging` (conflict-free: 16-byte chunk j of row r
-// sits at chunk j ^ (r % 8)), fences them to the async proxy, and one thread issues the TMA
-// stores, which clip rows and columns past the tensor's edges. Before a pass overwrites the
-// buffer, that thread waits for the previous stores to have read it.
-template <int kAcc>
-H3_DEVICE void store_fragment_bf16_tma(const float (&d)[kAcc], const TmaDesc* desc, int row0,
-                                       int col0, int n_cols, u8* staging, int bar_id) {
+// Store a consumer warpgroup's 64 x (2 kAcc) fragment as bf16 through TMA: in passes of 128
+// columns the warpgroup writes two 64 x 64 boxes into `staging` with the 128-byte swizzle
+// (conflict-free: 16-byte chunk j of row r sits at chunk j ^ (r % 8)), fences them to the async
+// proxy, and one thread calls store(pass, box, src) for each box, which issues the TMA store
+// (a tensor map with 64 x 64 boxes and the 128B swizzle; the map clips past its edges). Before a
+// pass overwrites the buffer, that thread waits for the previous stores to have read it.
+template <int kAcc, class StoreBox>
+H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_id,
+                                   const StoreBox& store) {
   constexpr int kGroups = kAcc / 4;  // 8-column groups
   const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
   const u32 base = smem_addr(staging);
@@ -264,10 +264,8 @@ H3_DEVICE void store_fragment_bf16_tma(const float (&d)[kAcc], const TmaDesc* de
     named_barrier_sync(bar_id, 128);
     if (tid == 0) {
 #pragma unroll
-      for (int box = 0; box < 2; ++box) {
-        const int x = col0 + 128 * p + 64 * box;
-        if (16 * p + 8 * box < kGroups && x < n_cols) tma_store_2d(desc, staging + box * 8192, x, row0);
-      }
+      for (int box = 0; box < 2; ++box)
+        if (16 * p + 8 * box < kGroups) store(p, box, staging + box * 8192);
       bulk_commit();
     }
   }
@@ -298,7 +296,10 @@ struct EpiScaleBf16 {
         }
       }
     }
-    store_fragment_bf16_tma(d, desc_c, row0, col0, N, staging, wg);
+    store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
+      const int x = col0 + 128 * p + 64 * box;
+      if (x < N) tma_store_2d(desc_c, src, x, row0);
+    });
   }
 };
 

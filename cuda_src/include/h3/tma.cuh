@@ -84,6 +84,15 @@ H3_DEVICE void tma_store_2d(const TmaDesc* desc, const void* src, int x, int y) 
                : "memory");
 }
 
+// 3-D tile store (x innermost, then y, then z), clipped per dimension at the tensor's edges.
+H3_DEVICE void tma_store_3d(const TmaDesc* desc, const void* src, int x, int y, int z) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(
+          reinterpret_cast<u64>(desc)),
+      "r"(x), "r"(y), "r"(z), "r"(smem_addr(src))
+      : "memory");
+}
+
 H3_DEVICE void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 // Wait until every committed bulk store has finished reading its shared-memory source.

@@ -1,0 +1,145 @@
+"""Benchmark: minimax_h3_bf16_pre_attention at the production centres against the chains a user
+would assemble, timed in one run (CUDA-graph replays, interleaved, median).
+
+T = 38592 tokens split over P Ulysses ranks: M = T / P for P in {8, 4, 2, 1}. Baselines:
+* torch eager chain of the same math (RMSNorm, AdaLN gather, cuBLAS GEMM, Q/K RMSNorm, RoPE, pack);
+* the same chain under torch.compile;
+* the bare cuBLAS GEMM (``torch.mm``) of the projection alone.
+
+    PYTHONPATH=. python3 benchmarks/pre_attention.py --json out.json [--p 8 4 2 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+
+import numpy as np
+
+T = 38592
+D, HEADS, HD = 5376, 56, 128
+
+
+def torch_chain(x, w, scale, shift, idx, qkv_w, qn, kn, cs, p, eps=1e-5):
+    """The pre-attention math in plain torch ops (identity positions)."""
+    import torch
+
+    m, rows = x.shape[0], scale.shape[0]
+    xf = x.float()
+    n = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).bfloat16()
+    valid = (idx >= 0) & (idx < rows)
+    i = idx.clamp(0, rows - 1)
+    s1 = (scale[i].float() + 1).bfloat16()
+    a = torch.addcmul(shift[i].float(), n.float(), s1.float()).bfloat16()
+    a = torch.where(valid[:, None], a, torch.zeros_like(a))
+    y = torch.mm(a, qkv_w.t()).view(m, 3, HEADS, HD)
+    c = cs[:m, None, :48].float()
+    s = cs[:m, None, 48:96].float()
+
+    def norm_rope(t, g):
+        tf = t.float()
+        t = (tf * torch.rsqrt(tf.pow(2).mean(-1, keepdim=True) + eps) * g.float()).bfloat16()
+        lo, hi = t[..., :48].float(), t[..., 48:96].float()
+        return torch.cat(
+            [(lo * c - hi * s).bfloat16(), (hi * c + lo * s).bfloat16(), t[..., 96:]], -1
+        )
+
+    q = norm_rope(y[:, 0], qn)
+    k = norm_rope(y[:, 1], kn)
+    packed = torch.stack([q, k, y[:, 2]], 2)  # [M, H, 3, 128]
+    return packed.view(m, p, HEADS // p, 3, HD).transpose(0, 1).contiguous()
+
+
+def run_one(p: int, rng, compiled, reps: int) -> dict:
+    import torch
+
+    from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention
+    from h3cupy.reference import inputs
+    from h3cupy.testing import bench_graphs
+
+    m = T // p
+    host = inputs.prologue_inputs(m, rows=9, rng=rng)
+
+    def dev(a):
+        a = np.ascontiguousarray(a)
+        if a.dtype.name == "bfloat16":
+            return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+        return torch.from_numpy(a).cuda()
+
+    mod = dev(host["modulation"])
+    x, w, idx = dev(host["x"]), dev(host["x_norm_weight"]), dev(host["adaln_index"])
+    scale, shift = mod[:, D : 2 * D], mod[:, 0:D]
+    qkv_w = (torch.randn(3 * HEADS * HD, D, device="cuda") * 0.01).bfloat16()
+    qn = (torch.rand(HD, device="cuda") * 0.2 + 0.9).bfloat16()
+    kn = (torch.rand(HD, device="cuda") * 0.2 + 0.9).bfloat16()
+    cs = dev(inputs.rope_cache(m))
+    out = torch.empty((p, m, HEADS // p, 3, HD), dtype=torch.bfloat16, device="cuda")
+    ws = torch.empty((m, D), dtype=torch.bfloat16, device="cuda")
+    a_in = torch.randn(m, D, device="cuda").bfloat16()
+    chain_args = (x, w, scale, shift, idx, qkv_w, qn, kn, cs, p)
+    fns = {
+        "h3": lambda i: minimax_h3_bf16_pre_attention(
+            x, w, scale, shift, idx, qkv_w, qn, kn, cs, ulysses_degree=p, out=out, workspace=ws
+        ),
+        "eager": lambda i: torch_chain(*chain_args),
+        "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
+    }
+    if compiled is not None:
+        compiled(*chain_args)  # compile outside the capture
+        fns["compiled"] = lambda i: compiled(*chain_args)
+    t = bench_graphs(fns, reps=reps)
+    row = {"P": p, "M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
+    row["speedup_vs_eager"] = row["eager_ms"] / row["h3_ms"]
+    row["speedup_vs_gemm"] = row["gemm_ms"] / row["h3_ms"]
+    if "compiled_ms" in row:
+        row["speedup_vs_compiled"] = row["compiled_ms"] / row["h3_ms"]
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--p", type=int, nargs="+", default=[8, 4, 2, 1])
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    import torch
+
+    from h3cupy.testing import device_info
+
+    info = device_info()
+    print(f"{info['gpu']} ({info['target']}), T = {T}")
+    print(
+        f"{'P':>2}{'M':>7}{'h3 ms':>9}{'eager':>9}{'compiled':>10}{'GEMM':>8}"
+        f"{'vs eager':>10}{'vs compiled':>12}{'vs GEMM':>9}"
+    )
+    rng = np.random.default_rng(0)
+    compiled = None if args.no_compile else torch.compile(torch_chain, dynamic=False)
+    results = []
+    for p in args.p:
+        row = run_one(p, rng, compiled, args.reps)
+        results.append(row)
+        nan = float("nan")
+        print(
+            f"{p:>2}{row['M']:>7}{row['h3_ms']:>9.3f}{row['eager_ms']:>9.3f}"
+            f"{row.get('compiled_ms', nan):>10.3f}{row['gemm_ms']:>8.3f}"
+            f"{row['speedup_vs_eager']:>10.2f}{row.get('speedup_vs_compiled', nan):>12.2f}"
+            f"{row['speedup_vs_gemm']:>9.2f}"
+        )
+        torch.cuda.empty_cache()
+    doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": info,
+        "torch": torch.__version__,
+        "T": T,
+        "results": results,
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+// minimax_h3_bf16_pre_attention, launch 2 of 2 (SPEC.md section 3): the QKV GEMM on the sm_90a
+// engine with the pre-attention epilogue. Launch 1 is the prologue (prologue.cu) writing `a`.
+//
+// Columns are in engine order [kind, head, dim] (kind 0 Q, 1 K, 2 V; 56 heads of 128), so a
+// 128-column slice of a tile is exactly one (kind, head). Per row and head of Q and K:
+//   r = bf16(acc);  rstd = rsqrt(sum r^2 / 128 + qk_eps);  n_d = bf16((r_d * rstd) * g_d)
+//   d < 48:  out_d = bf16(fma(n_d, c, -(n_{d+48} * s))),  out_{d+48} = bf16(fma(n_{d+48}, c, n_d * s))
+//   (c = cs[p, d], s = cs[p, 48 + d], p = clamp(pos[m], 0, S - 1); bf16 x bf16 products are exact
+//   in fp32, so each output has one fp32 and one bf16 rounding), dims [96, 128) = n_d;
+// V = bf16(acc). An invalid AdaLN index made the row of `a` zero, so its outputs are zero too.
+// Thread (warp w, lane l) of a consumer warpgroup holds, for each of its two rows, columns
+// 8j + 2(l % 4) + {0, 1}: 32 of a head's 128 values; the other 96 are in the three other lanes of
+// its quad (two shuffles finish the sum of squares), and RoPE partners d and d + 48 (j and j + 6)
+// are in the same thread.
+// Output: the destination-major Ulysses pack out[P, M, hp, 3, 128], hp = 56 / P, written by TMA
+// through a 3-D tensor map (x = hp * 384 columns, y = M rows, z = P) in 64 x 64 x 1 boxes, which
+// clips rows past M inside each destination slice.
+#include "h3/gemm_sm90.cuh"
+#include "h3/numeric.cuh"
+
+namespace h3 {
+
+constexpr int kPaHeads = 56, kPaHeadDim = 128, kPaKindCols = kPaHeads * kPaHeadDim;  // 7168
+
+struct EpiPreAttnBf16 {
+  const TmaDesc* desc_out;
+  const bf16_t* __restrict__ q_w;   // [128]
+  const bf16_t* __restrict__ k_w;   // [128]
+  const bf16_t* __restrict__ cs;    // [S, 96]
+  const void* __restrict__ pos;     // int32 / int64 [M], or nullptr for p = m
+  int pos_is_64, cs_rows, M, hp;
+  float qk_eps;
+
+  H3_DEVICE int position(int row) const {
+    if (row >= M) return 0;
+    i64 p = row;
+    if (pos != nullptr)
+      p = pos_is_64 ? static_cast<const i64*>(pos)[row] : static_cast<const int*>(pos)[row];
+    // NOTE: clamped on the device (SPEC: positions outside [0, S) use the nearest row).
+    return static_cast<int>(p < 0 ? 0 : (p >= cs_rows ? cs_rows - 1 : p));
+  }
+
+  template <int kAcc>
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
+    constexpr int kHeads = kAcc / 64;  // 128-column heads in the tile
+    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
+    const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
+    if (kind < 2) {
+      const bf16_t* g = kind == 0 ? q_w : k_w;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const bf16_t* csr = cs + static_cast<i64>(position(row0 + 16 * w + lane / 4 + 8 * h)) * 96;
+#pragma unroll
+        for (int hd = 0; hd < kHeads; ++hd) {
+          auto at = [&](int jj, int e) -> float& { return d[4 * (16 * hd + jj) + 2 * h + e]; };
+          float ss = 0.f;
+#pragma unroll
+          for (int jj = 0; jj < 16; ++jj)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float r = round_bf16(at(jj, e));
+              at(jj, e) = r;
+              ss = __fmaf_rn(r, r, ss);
+            }
+          ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+          ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+          const float rstd = rsqrtf(ss * (1.f / kPaHeadDim) + qk_eps);
+#pragma unroll
+          for (int jj = 0; jj < 16; ++jj) {
+            const u32 gw = *reinterpret_cast<const u32*>(g + 8 * jj + 2 * q4);
+            at(jj, 0) = round_bf16((at(jj, 0) * rstd) * __uint_as_float(gw << 16));
+            at(jj, 1) = round_bf16((at(jj, 1) * rstd) * __uint_as_float(gw & 0xffff0000u));
+          }
+#pragma unroll
+          for (int jj = 0; jj < 6; ++jj) {
+            const u32 cw = *reinterpret_cast<const u32*>(csr + 8 * jj + 2 * q4);
+            const u32 sw = *reinterpret_cast<const u32*>(csr + 48 + 8 * jj + 2 * q4);
+            const float c[2] = {__uint_as_float(cw << 16), __uint_as_float(cw & 0xffff0000u)};
+            const float s[2] = {__uint_as_float(sw << 16), __uint_as_float(sw & 0xffff0000u)};
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float lo = at(jj, e), hi = at(jj + 6, e);
+              at(jj, e) = round_bf16(__fmaf_rn(lo, c[e], -(hi * s[e])));
+              at(jj + 6, e) = round_bf16(__fmaf_rn(hi, c[e], lo * s[e]));
+            }
+          }
+        }
+      }
+    }
+    // V: the store's bf16 conversion is the rounding. Head hd of the tile goes to destination
+    // (head / hp), slot head % hp, kind, dims 64 * box ...
+    store_fragment_bf16(d, staging, wg, [&](int hd, int box, const u8* src) {
+      const int head = head0 + hd;
+      tma_store_3d(desc_out, src, (head % hp) * 384 + kind * kPaHeadDim + 64 * box, row0,
+                   head / hp);
+    });
+  }
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define H3_CLUSTER_X2 __cluster_dims__(2, 1, 1)
+#else
+#define H3_CLUSTER_X2
+#endif
+
+#define H3_PA_PARAMS                                                                        \
+  const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,           \
+      const __grid_constant__ TmaDesc desc_out, int M, int k_bytes,                         \
+      const bf16_t *__restrict__ q_w, const bf16_t *__restrict__ k_w,                       \
+      const bf16_t *__restrict__ cs, int cs_rows, const void *__restrict__ pos, int pos_is_64, \
+      float qk_eps, int hp
+
+// Large M: clusters of two CTAs (B multicast), 128 x 256 tiles = two heads.
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_bf16_x2_sm90(H3_PA_PARAMS) {
+  const EpiPreAttnBf16 epi{&desc_out, q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps};
+  gemm_sm90_body<0, 256, 0, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+}
+
+// M <= 256: single CTAs, 128 x 128 tiles = one head.
+__global__ void __launch_bounds__(384, 1) pre_attention_bf16_sm90(H3_PA_PARAMS) {
+  const EpiPreAttnBf16 epi{&desc_out, q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps};
+  gemm_sm90_body<0, 128, 0, 1>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+}
+
+#undef H3_PA_PARAMS
+
+}  // namespace h3

@@ -1,0 +1,175 @@
+"""``minimax_h3_bf16_pre_attention`` (SPEC.md §3): prologue -> QKV GEMM -> Q/K RMSNorm, RoPE, V,
+Ulysses pack, in two launches.
+
+1. The prologue (RMSNorm + indexed AdaLN) writes the bf16 activation ``a`` ``[M, 5376]`` (into
+   ``workspace`` when given).
+2. The sm_90a GEMM engine computes ``a @ qkv_weight^T`` (weight in engine row order
+   ``[kind, head, dim]``) and its epilogue (``cuda_src/kernels/pre_attention.cu``) applies, per
+   row and head, the Q/K RMSNorm, the partial NeoX RoPE of dims [0, 96) from the
+   ``(rope_cos_sin, rope_positions)`` pair, V pass-through, and stores the destination-major pack
+   ``out[h // hp, m, h % hp, kind, d]`` with TMA.
+
+No host sync and no allocation when ``workspace`` is given; identity positions
+(``rope_positions=None``) are formed on the device (``p = m``), so there is no per-M arange to
+cache and the op is CUDA-graph safe from the first call.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..core import arch, checks, interop, jit
+from ..core.launch import f32, i32, launch, ptr
+from . import gemm
+from .prologue import D, check_prologue_inputs, launch_prologue
+
+HEADS, HEAD_DIM, ROPE_COLS = 56, 128, 96
+QKV_ROWS = 3 * HEADS * HEAD_DIM  # 21504
+ULYSSES_DEGREES = (1, 2, 4, 8)
+
+PRE_ATTENTION = jit.ModuleSpec(
+    "kernels/pre_attention.cu",
+    ("h3::pre_attention_bf16_x2_sm90", "h3::pre_attention_bf16_sm90"),
+)
+
+
+def minimax_h3_bf16_pre_attention(
+    x,
+    x_norm_weight,
+    adaln_scale,
+    adaln_shift,
+    adaln_index,
+    qkv_weight,
+    q_norm_weight,
+    k_norm_weight,
+    rope_cos_sin,
+    *,
+    ulysses_degree: int,
+    out,
+    eps: float = 1e-5,
+    qk_eps: float | None = None,
+    rope_positions=None,
+    workspace=None,
+):
+    """The BF16 pre-attention stage of a MiniMax-H3 block (SPEC.md §3).
+
+    Args:
+        x: bf16 ``[M, 5376]`` contiguous hidden states.
+        x_norm_weight: bf16 ``[5376]``.
+        adaln_scale, adaln_shift: bf16 ``[rows, 5376]`` tables, rows >= 1, unit column stride, a
+            shared row stride that is a multiple of 8 elements (column chunks of a
+            ``[rows, 6*5376]`` projection are fine), 16-byte aligned.
+        adaln_index: int32 or int64 ``[M]``; an index outside ``[0, rows)`` makes the whole
+            output row zero (guarded on the device).
+        qkv_weight: bf16 ``[21504, 5376]`` contiguous, engine row order ``[kind, head, dim]``
+            (see :func:`h3cupy.qkv_rows_checkpoint_to_engine`).
+        q_norm_weight, k_norm_weight: bf16 ``[128]``.
+        rope_cos_sin: bf16 ``[S, 96]`` contiguous (cos in [0, 48), sin in [48, 96)), S >= 1.
+        ulysses_degree: P in {1, 2, 4, 8}.
+        out: bf16 ``[P, M, 56 // P, 3, 128]`` contiguous, caller-owned; element
+            (m, head h, kind, d) lands at ``out[h // hp, m, h % hp, kind, d]``.
+        eps: input RMSNorm epsilon; qk_eps: Q/K RMSNorm epsilon (None: eps). Positive, finite.
+        rope_positions: int32 or int64 ``[M]`` cache rows (clamped to ``[0, S)`` on the device);
+            None: row m uses cache row m (needs S >= M).
+        workspace: bf16 ``[M, 5376]`` contiguous scratch for the activation (overwritten); None
+            allocates one per call.
+
+    Returns:
+        ``out``.
+
+    Runs on sm_90a (the wgmma engine). Raises ValueError / TypeError for bad arguments before
+    anything is launched.
+    """
+    eps = checks.check_positive_finite(eps, "eps")
+    qk_eps = eps if qk_eps is None else checks.check_positive_finite(qk_eps, "qk_eps")
+    checks.check_choice(ulysses_degree, "ulysses_degree", ULYSSES_DEGREES)
+    p = int(ulysses_degree)
+    hp = HEADS // p
+    xt, wt, st, ht, it, rows, stride = check_prologue_inputs(
+        x, x_norm_weight, adaln_scale, adaln_shift, adaln_index
+    )
+    dev, m = xt.device, xt.shape[0]
+    qkv = interop.as_tensor(qkv_weight, "qkv_weight")
+    checks.check_tensor(qkv, "qkv_weight", "bf16", (QKV_ROWS, D), dev)
+    qn = interop.as_tensor(q_norm_weight, "q_norm_weight")
+    checks.check_tensor(qn, "q_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
+    kn = interop.as_tensor(k_norm_weight, "k_norm_weight")
+    checks.check_tensor(kn, "k_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
+    cs = interop.as_tensor(rope_cos_sin, "rope_cos_sin")
+    checks.check_dtype(cs, "rope_cos_sin", "bf16")
+    checks.check_shape(cs, "rope_cos_sin", (None, ROPE_COLS), "(cache rows x 96)")
+    s_rows = cs.shape[0]
+    if s_rows < 1:
+        raise ValueError("rope_cos_sin: expected S >= 1 cache rows, got 0")
+    checks.check_tensor(cs, "rope_cos_sin", "bf16", (s_rows, ROPE_COLS), dev, align=4)
+    pt = None
+    if rope_positions is None:
+        if s_rows < m:
+            raise ValueError(
+                f"rope_cos_sin: identity positions (rope_positions=None) need S >= M = {m} cache "
+                f"rows, got S = {s_rows}; pass rope_positions or a longer cache"
+            )
+    else:
+        pt = interop.as_tensor(rope_positions, "rope_positions")
+        checks.check_tensor(pt, "rope_positions", ("int32", "int64"), (m,), dev, align=pt.itemsize)
+    ot = interop.as_tensor(out, "out")
+    checks.check_tensor(ot, "out", "bf16", (p, m, hp, 3, HEAD_DIM), dev)
+    if workspace is None:
+        at = interop.empty((m, D), "bf16", like=xt)
+    else:
+        at = interop.as_tensor(workspace, "workspace")
+        checks.check_tensor(at, "workspace", "bf16", (m, D), dev)
+    target = arch.device_target(dev)
+    if target != "sm_90a":
+        raise RuntimeError(
+            f"minimax_h3_bf16_pre_attention runs on sm_90a (H100 / H200) in this version; this "
+            f"GPU is {target}"
+        )
+
+    # Launch 1: the prologue writes a.
+    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
+    # Launch 2: the QKV GEMM with the pre-attention epilogue.
+    cluster = 2 if m > 256 else 1
+    tile_n = 256 if cluster == 2 else 128
+    name = "h3::pre_attention_bf16_x2_sm90" if cluster == 2 else "h3::pre_attention_bf16_sm90"
+    kernel = jit.get_kernel(PRE_ATTENTION, name, target)
+    desc_a = gemm._tensor_map(at.ptr, "bfloat16", D, m, D * 2, 128)
+    desc_b = gemm._tensor_map(qkv.ptr, "bfloat16", D, QKV_ROWS, D * 2, tile_n // cluster)
+    desc_out = _pack_map(ot.ptr, m, p, hp)
+    smem = gemm.wgmma_smem_bytes(tile_n)
+    launch(
+        kernel,
+        gemm.engine_grid(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev),
+        384,
+        (
+            desc_a,
+            desc_b,
+            desc_out,
+            i32(m),
+            i32(D * 2),
+            ptr(qn),
+            ptr(kn),
+            ptr(cs),
+            i32(s_rows),
+            ptr(pt),
+            i32(1 if pt is not None and pt.fmt == "int64" else 0),
+            f32(qk_eps),
+            i32(hp),
+        ),
+        tensors=[t for t in (xt, at, qkv, qn, kn, cs, pt, ot) if t is not None],
+        smem=smem,
+    )
+    return interop.export(ot)
+
+
+@functools.lru_cache(maxsize=256)
+def _pack_map(out_ptr: int, m: int, p: int, hp: int):
+    """3-D tensor map of the pack ``[P, M, hp * 384]`` (bf16): boxes of 64 columns x 64 rows x 1
+    destination with the 128B swizzle; stores clip rows past M inside each destination. Cached:
+    a pure function of (address, shape)."""
+    from ..core import tma
+
+    cols = hp * 3 * HEAD_DIM
+    return tma.encode(
+        out_ptr, "bfloat16", (cols, m, p), (cols * 2, m * cols * 2), (64, 64, 1), swizzle=128
+    )
