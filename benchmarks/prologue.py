@@ -55,14 +55,17 @@ def main() -> None:
     from h3cupy.formats import BF16
     from h3cupy.ops.prologue import norm_adaln
     from h3cupy.reference import inputs
-    from h3cupy.testing import bench, device_info, upload
+    from h3cupy.testing import bench, bench_cupy_graph, device_info, upload
 
     info = device_info()
     copy = copy_bandwidth()
     results = [copy]
     rng = np.random.default_rng(0)
     print(f"{info['gpu']} ({info['target']}), copy {copy['gbps']:.0f} GB/s (read+write)")
-    print(f"{'op':<28}{'M':>7}{'ms':>9}{'GB/s':>8}{'% copy':>8}{'vs torch':>10}")
+    print(
+        f"{'op':<28}{'M':>7}{'ms':>9}{'GB/s':>8}{'% copy':>8}{'vs torch':>10}{'graph ms':>10}"
+        f"{'% copy':>9}"
+    )
     for m in args.m:
         sets = []
         for _ in range(2):  # two input sets, each well beyond the 60 MB L2
@@ -93,6 +96,7 @@ def main() -> None:
                 )
 
             t = bench(run, reps=args.reps, warmup=3, rotate=2)
+            tg = bench_cupy_graph(run, calls=20, reps=5, rotate=2)
             nb = bytes_moved(m, fmt)
             gbps = nb / (t["median_ms"] * 1e-3) / 1e9
             base = torch_ms.get(fmt)
@@ -106,12 +110,15 @@ def main() -> None:
                 "frac_of_copy": gbps / copy["gbps"],
                 "torch_eager_ms": base,
                 "speedup_vs_torch": (base / t["median_ms"]) if base else None,
+                "graph_ms": tg["median_ms"],
+                "graph_frac_of_copy": nb / (tg["median_ms"] * 1e-3) / 1e9 / copy["gbps"],
             }
             results.append(row)
             sp = f"{row['speedup_vs_torch']:.2f}x" if base else "-"
             print(
                 f"{'prologue ' + fmt:<28}{m:>7}{t['median_ms']:>9.3f}{gbps:>8.0f}"
-                f"{100 * gbps / copy['gbps']:>7.1f}%{sp:>10}"
+                f"{100 * gbps / copy['gbps']:>7.1f}%{sp:>10}{tg['median_ms']:>10.3f}"
+                f"{100 * row['graph_frac_of_copy']:>8.1f}%"
             )
         del sets, outs
         cupy.get_default_memory_pool().free_all_blocks()

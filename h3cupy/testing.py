@@ -51,15 +51,16 @@ def exact(op: str, shape: str, what: str, got: np.ndarray, want: np.ndarray) -> 
             False,
             f"shape {got.shape} != {want.shape}",
         )
-    bad = (
-        got.view(np.uint8) != want.view(np.uint8)
-        if got.dtype.itemsize == want.dtype.itemsize
-        else got != want
-    )
+    if got.dtype.itemsize == want.dtype.itemsize:
+        gb = np.ascontiguousarray(got).view(np.uint8).reshape(got.shape + (-1,))
+        wb = np.ascontiguousarray(want).view(np.uint8).reshape(want.shape + (-1,))
+        bad = (gb != wb).any(axis=-1)
+    else:
+        bad = got != want
     n = int(np.count_nonzero(bad))
     detail = ""
     if n:
-        i = np.argwhere(got != want)[0]
+        i = np.argwhere(bad)[0]
         detail = f"first at {tuple(int(j) for j in i)}: got {got[tuple(i)]} want {want[tuple(i)]}"
     return Check(op, shape, f"{what} mismatches", n, 0, n == 0, detail)
 
@@ -193,6 +194,42 @@ def bench(
         "min_ms": min(times),
         "max_ms": max(times),
         "reps": reps * batches,
+    }
+
+
+def bench_cupy_graph(
+    fn: Callable[[int], object], *, calls: int = 20, reps: int = 5, rotate: int = 1
+) -> dict[str, float]:
+    """GPU time per call of ``fn(i)`` on CuPy operands without host overhead: ``calls`` calls
+    captured in one CuPy CUDA graph (on a side stream that becomes CuPy's current stream, which
+    h3cupy launches on for CuPy operands), replayed ``reps`` times, each replay timed with
+    events. ``fn`` must not allocate (pass preallocated outputs)."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        for i in range(rotate):
+            fn(i)
+        stream.synchronize()
+        stream.begin_capture()
+        for i in range(calls):
+            fn(i % rotate)
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+        times = []
+        for _ in range(reps):
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
+            graph.launch(stream)
+            stop.record(stream)
+            stop.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, stop) / calls)
+    return {
+        "median_ms": statistics.median(times),
+        "min_ms": min(times),
+        "max_ms": max(times),
+        "reps": reps * calls,
     }
 
 
