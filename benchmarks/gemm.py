@@ -40,14 +40,21 @@ def main() -> None:
     print(f"{info['gpu']} ({info['target']})")
     backends = {"mma_sync": gemm.gemm_mma_sync, "wgmma": gemm.gemm_wgmma}
 
-    #     # wgmma<tile N>[p|pp][x2]: p / pp = FP8 promotion mode 1 / 2, x2 = clusters of two CTAs.
-    def vname(tile_n, promote, cluster):
-        return f"wgmma{tile_n}{'p' * promote}{'x2' if cluster == 2 else ''}"
+    #     # wgmma<tile N>[p][x2][pp]: p = FP8 promotion, x2 = clusters of two CTAs, pp = ping-pong.
+    def vname(tile_n, promote, cluster, pingpong):
+        x2 = "x2" if cluster == 2 else ""
+        return f"wgmma{tile_n}{'p' * promote}{x2}{'pp' if pingpong else ''}"
 
-    for _fmt, tile_n, promote, cluster in gemm.WGMMA_VARIANTS:
+    for _fmt, tile_n, promote, cluster, pingpong in gemm.WGMMA_VARIANTS:
         backends.setdefault(
-            vname(tile_n, promote, cluster),
-            functools.partial(gemm.gemm_wgmma, tile_n=tile_n, promote=promote, cluster=cluster),
+            vname(tile_n, promote, cluster, pingpong),
+            functools.partial(
+                gemm.gemm_wgmma,
+                tile_n=tile_n,
+                promote=promote,
+                cluster=cluster,
+                pingpong=pingpong,
+            ),
         )
     valid = {f"{vname(*v[1:])}:{v[0]}" for v in gemm.WGMMA_VARIANTS}
     if info["target"] != "sm_90a":

@@ -26,7 +26,7 @@ def main() -> None:
     gemm.gemm_mma_sync(aq, bq, fmt="e4m3", row_scale=rs, col_scale=cs)
     paths = 2
     if arch.current_target() == "sm_90a":
-        for fmt, tile_n, promote, cluster in gemm.WGMMA_VARIANTS:
+        for fmt, tile_n, promote, cluster, pingpong in gemm.WGMMA_VARIANTS:
             x, y = (a, b) if fmt == "bf16" else (aq, bq)
             gemm.gemm_wgmma(
                 x,
@@ -37,6 +37,7 @@ def main() -> None:
                 tile_n=tile_n,
                 promote=promote,
                 cluster=cluster,
+                pingpong=pingpong,
             )
             paths += 1
     cupy.cuda.Device().synchronize()

@@ -87,7 +87,7 @@ def test_gemm_e4m3_scaled(m, backend, rng):
 def _wgmma_variant_ids():
     from h3cupy.ops.gemm import WGMMA_VARIANTS
 
-    return [f"{f}-n{n}-p{p}-x{c}" for f, n, p, c in WGMMA_VARIANTS]
+    return [f"{f}-n{n}-p{p}-x{c}{'-pingpong' if pp else ''}" for f, n, p, c, pp in WGMMA_VARIANTS]
 
 
 def _operands(rng, fmt, m, n, k):
@@ -114,7 +114,7 @@ WGMMA_SHAPES = [(1, 512, 5376), (129, 520, 7168), (300, 1000, 14336), (2000, 256
 
 
 @pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("variant", list(range(5)), ids=_wgmma_variant_ids())
+@pytest.mark.parametrize("variant", list(range(6)), ids=_wgmma_variant_ids())
 def test_gemm_wgmma_variants(variant, shape, rng):
     import cupy
 
@@ -122,7 +122,7 @@ def test_gemm_wgmma_variants(variant, shape, rng):
     from h3cupy.testing import download, poison
 
     _backend("wgmma")
-    fmt, tile_n, promote, cluster = gemm.WGMMA_VARIANTS[variant]
+    fmt, tile_n, promote, cluster, pingpong = gemm.WGMMA_VARIANTS[variant]
     m, n, k = shape
     if fmt == "e4m3" and not promote and k > 7168:
         # NOTE: without promotion Hopper's FP8 wgmma accumulator (~14 bits) measured rel. Frobenius
@@ -142,6 +142,7 @@ def test_gemm_wgmma_variants(variant, shape, rng):
         tile_n=tile_n,
         promote=promote,
         cluster=cluster,
+        pingpong=pingpong,
     )
     _check(download(out).astype(np.float32), ref)
 

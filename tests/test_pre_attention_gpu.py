@@ -35,6 +35,19 @@ def test_bf16_pre_attention(m, rng):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("m", (257, 4097, 38592))
+def test_bf16_pre_attention_pingpong(m, rng, monkeypatch):
+    """The ping-pong GEMM schedule (one 128 x 128 tile per consumer warpgroup)."""
+    from h3cupy.ops import pre_attention
+    from h3cupy.verify import check_pre_attention_bf16
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "SCHEDULE", "pingpong")
+    results = check_pre_attention_bf16(m, (8, 1), rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize("index_dtype", (np.int32, np.int64))
 @pytest.mark.parametrize("m", (129, 4097))
 def test_bf16_pre_attention_positions(m, index_dtype, rng):

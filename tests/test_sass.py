@@ -96,10 +96,11 @@ def test_gemm_wgmma_sass():
     text = sass.disassemble(gemm.GEMM_WGMMA, "sm_90a")
     ops = sass.opcodes(text)
     assert len(ops) == len(gemm.WGMMA_VARIANTS)
-    for fmt, tile_n, promote, cluster in gemm.WGMMA_VARIANTS:
+    for fmt, tile_n, promote, cluster, pingpong in gemm.WGMMA_VARIANTS:
         code, op = {"bf16": (0, "HGMMA"), "e4m3": (1, "QGMMA")}[fmt]
         kern = "gemm_wgmma_x2_sm90" if cluster == 2 else "gemm_wgmma_sm90"
-        (name,) = [n for n in ops if f"{kern}ILi{code}ELi{tile_n}ELi{promote}E" in n]
+        tag = f"{kern}ILi{code}ELi{tile_n}ELi{promote}ELb{int(pingpong)}E"
+        (name,) = [n for n in ops if tag in n]
         c = ops[name]
         # 4 k-steps per stage, each one 64 x tile_n warpgroup MMA
         assert sum(k for o, k in c.items() if o.startswith(op)) >= 4, sorted(c)
@@ -121,7 +122,7 @@ def test_pre_attention_sass():
 
     text = sass.disassemble(pre_attention.PRE_ATTENTION, "sm_90a")
     ops = sass.opcodes(text)
-    assert len(ops) == 2
+    assert len(ops) == 3
     for name, c in ops.items():
         assert any(o.startswith("HGMMA") for o in c), sorted(c)
         assert any(o.startswith("UTMASTG.3D") for o in c), sorted(c)

@@ -1,7 +1,8 @@
 // The plain GEMM on the sm_90a engine (h3/gemm_sm90.cuh):
 //   C = bf16((A * B^T) * row_scale[m] * col_scale[n]), fp32 accumulation, scales optional.
-// Instantiated as gemm_wgmma[_x2]_sm90<fmt, tile N, promote>: fmt 0 bf16, 1 e4m3; _x2 runs
-// clusters of two CTAs that multicast B.
+// Instantiated as gemm_wgmma[_x2]_sm90<fmt, tile N, promote, ping-pong>: fmt 0 bf16, 1 e4m3;
+// _x2 runs clusters of two CTAs that multicast B; ping-pong gives each consumer warpgroup whole
+// tiles, alternately, so one warpgroup's epilogue overlaps the other's MMAs.
 #include "h3/gemm_sm90.cuh"
 
 namespace h3 {
@@ -14,22 +15,24 @@ namespace h3 {
 #endif
 
 // kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
-template <int kFmt, int kBN, int kPromote>
+template <int kFmt, int kBN, int kPromote, bool kPingPong>
 __global__ void __launch_bounds__(384, 1) gemm_wgmma_sm90(
     const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
     const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,
     const float* __restrict__ row_scale, const float* __restrict__ col_scale) {
   const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};
-  gemm_sm90_body<kFmt, kBN, kPromote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_sm90_body<kFmt, kBN, kPromote, 1, EpiScaleBf16, kPingPong>(desc_a, desc_b, M, N, k_bytes,
+                                                                   epi);
 }
 
-template <int kFmt, int kBN, int kPromote>
+template <int kFmt, int kBN, int kPromote, bool kPingPong>
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) gemm_wgmma_x2_sm90(
     const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
     const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,
     const float* __restrict__ row_scale, const float* __restrict__ col_scale) {
   const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};
-  gemm_sm90_body<kFmt, kBN, kPromote, 2>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_sm90_body<kFmt, kBN, kPromote, 2, EpiScaleBf16, kPingPong>(desc_a, desc_b, M, N, k_bytes,
+                                                                   epi);
 }
 
 }  // namespace h3

@@ -116,6 +116,15 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_bf16_x2_sm
   gemm_sm90_body<0, 256, 0, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
 }
 
+// Large M, ping-pong: 128 x 128 tiles (one head), each consumer warpgroup a whole tile, so one
+// warpgroup's epilogue overlaps the other's MMAs.
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
+    pre_attention_bf16_pp_x2_sm90(H3_PA_PARAMS) {
+  const EpiPreAttnBf16 epi{&desc_out, q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps};
+  gemm_sm90_body<0, 128, 0, 2, EpiPreAttnBf16, true>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes,
+                                                     epi);
+}
+
 // M <= 256: single CTAs, 128 x 128 tiles = one head.
 __global__ void __launch_bounds__(384, 1) pre_attention_bf16_sm90(H3_PA_PARAMS) {
   const EpiPreAttnBf16 epi{&desc_out, q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps};

@@ -164,18 +164,22 @@ WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: Cluster 2 multicasts the B tile between two vertically adjacent tiles (large M); cluster 1 is
 #: for M <= 256, where a second M-tile would compute nothing. The unpromoted FP8 n256 variant is
 #: benchmark-only: its error exceeds the bound at K = 14336 (benchmarks/NOTES.md).
+#: The fifth field selects the ping-pong schedule (each consumer warpgroup takes whole 128 x 128
+#: tiles, alternately, so one warpgroup's epilogue overlaps the other's MMAs) instead of the
+#: cooperative one (both warpgroups on one 128 x N tile).
 WGMMA_VARIANTS = (
-    ("bf16", 256, 0, 2),
-    ("bf16", 128, 0, 1),
-    ("e4m3", 192, 1, 2),
-    ("e4m3", 128, 1, 1),
-    ("e4m3", 256, 0, 2),
+    ("bf16", 256, 0, 2, False),
+    ("bf16", 128, 0, 2, True),
+    ("bf16", 128, 0, 1, False),
+    ("e4m3", 192, 1, 2, False),
+    ("e4m3", 128, 1, 1, False),
+    ("e4m3", 256, 0, 2, False),
 )
 
 
-def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int) -> str:
+def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int, pingpong: bool) -> str:
     kern = "gemm_wgmma_x2_sm90" if cluster == 2 else "gemm_wgmma_sm90"
-    return f"h3::{kern}<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {promote}>"
+    return f"h3::{kern}<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {promote}, {str(pingpong).lower()}>"
 
 
 GEMM_WGMMA = jit.ModuleSpec("kernels/gemm_wgmma.cu", tuple(_wgmma_name(*v) for v in WGMMA_VARIANTS))
@@ -190,8 +194,8 @@ def wgmma_smem_bytes(tile_n: int) -> int:
     return stages * stage + staging + 2 * stages * 8 + 1024
 
 
-def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None):
-    """The engine variant for a problem, as (tile N, promotion mode, cluster).
+def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, pingpong=None):
+    """The engine variant for a problem, as (tile N, promotion mode, cluster, ping-pong).
 
     Defaults: FP8 always promotes (Hopper's FP8 wgmma keeps ~14 accumulator bits); M > 256 runs
     clusters of two (bf16 n256, FP8 n192), smaller M a single-CTA n128 variant. ``promote`` may
@@ -203,13 +207,15 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None):
         tile_n = 128 if cluster == 1 else (256 if fmt == "bf16" else 192)
     if promote is None or promote is True:
         promote = 0 if fmt == "bf16" or promote is None and tile_n == 256 else 1
-    variant = (fmt, tile_n, int(promote), cluster)
+    if pingpong is None:
+        pingpong = False
+    variant = (fmt, tile_n, int(promote), cluster, bool(pingpong))
     if variant not in WGMMA_VARIANTS:
         raise ValueError(
-            f"tile_n/promote/cluster: expected one of {WGMMA_VARIANTS}, got {variant}; "
+            f"tile_n/promote/cluster/pingpong: expected one of {WGMMA_VARIANTS}, got {variant}; "
             "leave them unset for the default"
         )
-    return tile_n, int(promote), cluster
+    return tile_n, int(promote), cluster, bool(pingpong)
 
 
 def engine_grid(kernel, m: int, n: int, tile_n: int, cluster: int, smem: int, device: int) -> int:
@@ -246,6 +252,7 @@ def gemm_wgmma(
     tile_n=None,
     promote=None,
     cluster=None,
+    pingpong=None,
 ):
     """The same contract as :func:`gemm_mma_sync` on the sm_90a engine: persistent, TMA loads
     into an mbarrier ring, a producer warpgroup and two wgmma consumer warpgroups, clusters of
@@ -257,8 +264,8 @@ def gemm_wgmma(
         fmt: ``"bf16"`` or ``"e4m3"`` (always with fp32 promotion unless ``promote=False``).
         row_scale, col_scale: optional fp32 ``[M]`` / ``[N]`` (col_scale 8-byte aligned).
         out: optional bf16 ``[M, N]``.
-        tile_n, promote, cluster: override the variant :func:`wgmma_config` picks (benchmarks,
-            tests).
+        tile_n, promote, cluster, pingpong: override the variant :func:`wgmma_config` picks
+            (benchmarks, tests).
     """
     at, bt, rs, cs, ot, m, n, k, esize = _gemm_operands(
         a, b, fmt, row_scale, col_scale, out, WGMMA_FORMATS, 128, n_align=8
@@ -270,12 +277,13 @@ def gemm_wgmma(
     target = arch.device_target(at.device)
     if target != "sm_90a":
         raise RuntimeError(f"gemm_wgmma needs sm_90a (H100 / H200), this GPU is {target}")
-    tile_n, promote, cluster = wgmma_config(fmt, m, tile_n, promote, cluster)
+    tile_n, promote, cluster, pingpong = wgmma_config(fmt, m, tile_n, promote, cluster, pingpong)
     tdt = "bfloat16" if fmt == "bf16" else "uint8"
     desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
     desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, tile_n // cluster)
     desc_c = _tensor_map(ot.ptr, "bfloat16", n, m, n * 2, 64)  # epilogue TMA-store boxes
-    kernel = jit.get_kernel(GEMM_WGMMA, _wgmma_name(fmt, tile_n, promote, cluster), target)
+    name = _wgmma_name(fmt, tile_n, promote, cluster, pingpong)
+    kernel = jit.get_kernel(GEMM_WGMMA, name, target)
     smem = wgmma_smem_bytes(tile_n)
     grid = engine_grid(kernel, m, n, tile_n, cluster, smem, at.device)
     launch(

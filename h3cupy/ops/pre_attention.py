@@ -29,8 +29,16 @@ ULYSSES_DEGREES = (1, 2, 4, 8)
 
 PRE_ATTENTION = jit.ModuleSpec(
     "kernels/pre_attention.cu",
-    ("h3::pre_attention_bf16_x2_sm90", "h3::pre_attention_bf16_sm90"),
+    (
+        "h3::pre_attention_bf16_x2_sm90",
+        "h3::pre_attention_bf16_pp_x2_sm90",
+        "h3::pre_attention_bf16_sm90",
+    ),
 )
+#: GEMM schedule for M > 256: "cooperative" (128 x 256 tiles, both consumer warpgroups on one
+#: tile) or "pingpong" (128 x 128 tiles, one per warpgroup, epilogue overlapping the other's
+#: MMAs). A module setting, so that benchmarks can time both.
+SCHEDULE = "cooperative"
 
 
 def minimax_h3_bf16_pre_attention(
@@ -130,8 +138,12 @@ def minimax_h3_bf16_pre_attention(
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
     # Launch 2: the QKV GEMM with the pre-attention epilogue.
     cluster = 2 if m > 256 else 1
-    tile_n = 256 if cluster == 2 else 128
-    name = "h3::pre_attention_bf16_x2_sm90" if cluster == 2 else "h3::pre_attention_bf16_sm90"
+    if cluster == 1:
+        tile_n, name = 128, "h3::pre_attention_bf16_sm90"
+    elif SCHEDULE == "pingpong":
+        tile_n, name = 128, "h3::pre_attention_bf16_pp_x2_sm90"
+    else:
+        tile_n, name = 256, "h3::pre_attention_bf16_x2_sm90"
     kernel = jit.get_kernel(PRE_ATTENTION, name, target)
     desc_a = gemm._tensor_map(at.ptr, "bfloat16", D, m, D * 2, 128)
     desc_b = gemm._tensor_map(qkv.ptr, "bfloat16", D, QKV_ROWS, D * 2, tile_n // cluster)

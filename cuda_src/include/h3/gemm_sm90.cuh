@@ -80,9 +80,11 @@ struct TileOrder {
   }
 };
 
-template <int kFmt, int kBN, int kPromote, int kCluster, class Epi>
+template <int kFmt, int kBN, int kPromote, int kCluster, class Epi, bool kPingPong = false>
 H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
                               int k_bytes, const Epi& epi) {
+  static_assert(!kPingPong || (kPromote == 0 && kBN <= 128),
+                "ping-pong: one warpgroup holds a whole 128 x kBN tile (kBN <= 128, no promotion)");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster>;
   constexpr int S = Cfg::kStages;
@@ -103,7 +105,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 2 * kCluster);
+      // One arrival per consumer warpgroup that reads the stage, in every CTA of the cluster.
+      mbar_init(&empty[s], (kPingPong ? 1 : 2) * kCluster);
     }
     if constexpr (kCluster > 1) {
       fence_barrier_init_cluster();
@@ -156,73 +159,117 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         }
       }
     };
-    float acc[Cfg::kAcc];
-    int it = 0;
-    for (int t = cluster_id; t < order.count(); t += clusters) {
-      int mp, nt;
-      order.tile(t, mp, nt);
+    if constexpr (kPingPong) {
+      // Ping-pong: warpgroup w takes every other tile of the CTA's sequence (j = w - 1, w + 1, ...)
+      // whole, 128 rows as two m64 halves. The ring hands out stages in tile order, so while one
+      // warpgroup runs its epilogue the other one's k-tiles are already in the ring and its MMAs
+      // keep the tensor cores busy.
+      float acc[2][Cfg::kAcc];
+      int j = wg - 1;
+      for (int t = cluster_id + j * clusters; t < order.count(); t += 2 * clusters, j += 2) {
+        int mp, nt;
+        order.tile(t, mp, nt);
 #pragma unroll
-      for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
-      const int it0 = it;
-      // Issue the 4 k-steps of k-tile kt into fragment f (scale_d = 0 on the first one when
-      // `fresh`); waits for the stage's TMA bytes first.
-      auto issue = [&](float(&f)[Cfg::kAcc], int kt, bool fresh) {
-        const int s = (it0 + kt) % S;
-        mbar_wait(&full[s], ((it0 + kt) / S) & 1);
-        const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
-        const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
-        wgmma_fence();
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
-          wgmma_step<kFmt, kBN>(f, wgmma_desc_k128b(a_base + Cfg::kStepBytes * k),
-                                wgmma_desc_k128b(b_base + Cfg::kStepBytes * k),
-                                fresh ? k : 1);
-        wgmma_commit();
-      };
-      auto stage_of = [&](int kt) { return (it0 + kt) % S; };
-      if constexpr (kPromote == 0) {
+          for (int i = 0; i < Cfg::kAcc; ++i) acc[h][i] = 0.f;
+        const int it0 = j * k_tiles;
         for (int kt = 0; kt < k_tiles; ++kt) {
-          issue(acc, kt, false);
-          // Keep one k-tile of wgmma in flight: the previous one has completed, free its stage.
+          const int s = (it0 + kt) % S;
+          mbar_wait(&full[s], ((it0 + kt) / S) & 1);
+          const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes);
+          const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
+          wgmma_fence();
+#pragma unroll
+          for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k) {
+            const u64 db = wgmma_desc_k128b(b_base + Cfg::kStepBytes * k);
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              wgmma_step<kFmt, kBN>(
+                  acc[h], wgmma_desc_k128b(a_base + h * 64 * Cfg::kBKBytes + Cfg::kStepBytes * k),
+                  db, 1);
+          }
+          wgmma_commit();
           wgmma_wait<1>();
-          if (kt > 0) release(stage_of(kt - 1));
+          if (kt > 0) release((it0 + kt - 1) % S);
         }
         wgmma_wait<0>();
-        if (k_tiles > 0) release(stage_of(k_tiles - 1));
-      } else if constexpr (kPromote == 1) {
-        float part[Cfg::kAcc];
-        for (int kt = 0; kt < k_tiles; ++kt) {
-          issue(part, kt, true);
-          wgmma_wait<0>();
-          release(stage_of(kt));
+        if (k_tiles > 0) release((it0 + k_tiles - 1) % S);
+        u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / 2);
+        const int row0 = (mp * kCluster + rank) * Cfg::kBM;
 #pragma unroll
-          for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
-        }
-      } else {
-        float p0[Cfg::kAcc], p1[Cfg::kAcc];
-        // Issue k-tile kt into `cur` (if any remain), then retire k-tile kt - 1 from `prev`.
-        auto step = [&](float(&cur)[Cfg::kAcc], float(&prev)[Cfg::kAcc], int kt) {
-          if (kt < k_tiles) {
-            issue(cur, kt, true);
-            wgmma_wait<1>();
-          } else {
-            wgmma_wait<0>();
-          }
-          release(stage_of(kt - 1));
-#pragma unroll
-          for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += prev[i];
-        };
-        if (k_tiles > 0) issue(p0, 0, true);
-        for (int kt = 1; kt <= k_tiles; kt += 2) {
-          step(p1, p0, kt);
-          if (kt + 1 <= k_tiles) step(p0, p1, kt + 1);
-        }
+        for (int h = 0; h < 2; ++h) epi(acc[h], row0 + 64 * h, nt * kBN, my_staging, wg);
       }
-      it += k_tiles;
-      epi(acc, (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1), nt * kBN,
-          staging + (wg - 1) * (Cfg::kStagingBytes / 2), wg);
+      if (leader) bulk_wait_all();
+    } else {
+      float acc[Cfg::kAcc];
+      int it = 0;
+      for (int t = cluster_id; t < order.count(); t += clusters) {
+        int mp, nt;
+        order.tile(t, mp, nt);
+#pragma unroll
+        for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
+        const int it0 = it;
+        // Issue the 4 k-steps of k-tile kt into fragment f (scale_d = 0 on the first one when
+        // `fresh`); waits for the stage's TMA bytes first.
+        auto issue = [&](float(&f)[Cfg::kAcc], int kt, bool fresh) {
+          const int s = (it0 + kt) % S;
+          mbar_wait(&full[s], ((it0 + kt) / S) & 1);
+          const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
+          const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
+          wgmma_fence();
+#pragma unroll
+          for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
+            wgmma_step<kFmt, kBN>(f, wgmma_desc_k128b(a_base + Cfg::kStepBytes * k),
+                                  wgmma_desc_k128b(b_base + Cfg::kStepBytes * k),
+                                  fresh ? k : 1);
+          wgmma_commit();
+        };
+        auto stage_of = [&](int kt) { return (it0 + kt) % S; };
+        if constexpr (kPromote == 0) {
+          for (int kt = 0; kt < k_tiles; ++kt) {
+            issue(acc, kt, false);
+            // Keep one k-tile of wgmma in flight: the previous one has completed, free its stage.
+            wgmma_wait<1>();
+            if (kt > 0) release(stage_of(kt - 1));
+          }
+          wgmma_wait<0>();
+          if (k_tiles > 0) release(stage_of(k_tiles - 1));
+        } else if constexpr (kPromote == 1) {
+          float part[Cfg::kAcc];
+          for (int kt = 0; kt < k_tiles; ++kt) {
+            issue(part, kt, true);
+            wgmma_wait<0>();
+            release(stage_of(kt));
+#pragma unroll
+            for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
+          }
+        } else {
+          float p0[Cfg::kAcc], p1[Cfg::kAcc];
+          // Issue k-tile kt into `cur` (if any remain), then retire k-tile kt - 1 from `prev`.
+          auto step = [&](float(&cur)[Cfg::kAcc], float(&prev)[Cfg::kAcc], int kt) {
+            if (kt < k_tiles) {
+              issue(cur, kt, true);
+              wgmma_wait<1>();
+            } else {
+              wgmma_wait<0>();
+            }
+            release(stage_of(kt - 1));
+#pragma unroll
+            for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += prev[i];
+          };
+          if (k_tiles > 0) issue(p0, 0, true);
+          for (int kt = 1; kt <= k_tiles; kt += 2) {
+            step(p1, p0, kt);
+            if (kt + 1 <= k_tiles) step(p0, p1, kt + 1);
+          }
+        }
+        it += k_tiles;
+        epi(acc, (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1), nt * kBN,
+            staging + (wg - 1) * (Cfg::kStagingBytes / 2), wg);
+      }
+      if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
     }
-    if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
   }
   // NOTE: no CTA may exit while its peer can still arrive on its barriers.
   if constexpr (kCluster > 1) cluster_sync();
