@@ -191,7 +191,7 @@ def wgmma_smem_bytes(tile_n: int) -> int:
     stage = (128 + tile_n) * 128
     staging = 32 * 1024
     stages = min(6, (232448 - 1024 - staging - 256) // stage)
-    return stages * stage + staging + 2 * stages * 8 + 1024
+    return stages * stage + staging + (2 * stages + 2) * 8 + 1024
 
 
 def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, pingpong=None):

@@ -59,7 +59,9 @@ struct Sm90GemmCfg {
   static constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block
   static constexpr int kRingBudget = kSmemLimit - 1024 - kStagingBytes - 256;
   static constexpr int kStages = kRingBudget / kStageBytes > 6 ? 6 : kRingBudget / kStageBytes;
-  static constexpr int kSmemBytes = kStages * kStageBytes + kStagingBytes + 2 * kStages * 8 + 1024;
+  // full[S], empty[S], and the two ping-pong turn barriers
+  static constexpr int kSmemBytes =
+      kStages * kStageBytes + kStagingBytes + (2 * kStages + 2) * 8 + 1024;
   static constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
   static constexpr int kStepBytes = 32;  // one wgmma k-step: k16 bf16 or k32 e4m3
   static constexpr int kAcc = kBN / 2;   // fp32 fragment registers per thread
@@ -95,6 +97,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   u8* staging = smem + S * Cfg::kStageBytes;
   u64* full = reinterpret_cast<u64*>(staging + Cfg::kStagingBytes);
   u64* empty = full + S;
+  u64* turn = empty + S;  // ping-pong: turn[w - 1] lets warpgroup w start its next mainloop
   const int wg = threadIdx.x / 128;
   const int k_tiles = k_bytes / Cfg::kBKBytes;
   const u32 rank = kCluster > 1 ? cluster_rank() : 0;
@@ -108,6 +111,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       // One arrival per consumer warpgroup that reads the stage, in every CTA of the cluster.
       mbar_init(&empty[s], (kPingPong ? 1 : 2) * kCluster);
     }
+    mbar_init(&turn[0], 1);
+    mbar_init(&turn[1], 1);
     if constexpr (kCluster > 1) {
       fence_barrier_init_cluster();
     } else {
@@ -164,11 +169,21 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       // whole, 128 rows as two m64 halves. The ring hands out stages in tile order, so while one
       // warpgroup runs its epilogue the other one's k-tiles are already in the ring and its MMAs
       // keep the tensor cores busy.
+      // NOTE: the mainloops must take turns. A parity wait cannot tell a barrier phase from the
+      // one two phases later, so a warpgroup may only wait on the stages of tile j once the other
+      // has done its last wait on tile j - 1 (else it sees a stale completion; this deadlocked
+      // in the first GPU run). Warpgroup w waits on turn[w - 1] before each mainloop (warpgroup 1
+      // not before its first) and signals the other one's turn after its last full-barrier wait.
       float acc[2][Cfg::kAcc];
-      int j = wg - 1;
-      for (int t = cluster_id + j * clusters; t < order.count(); t += 2 * clusters, j += 2) {
+      int j = wg - 1, n = 0;  // n: tiles this warpgroup has run
+      for (int t = cluster_id + j * clusters; t < order.count(); t += 2 * clusters, j += 2, ++n) {
         int mp, nt;
         order.tile(t, mp, nt);
+        if (wg == 2) {
+          mbar_wait(&turn[1], n & 1);  // warpgroup 1's (n + 1)-th signal
+        } else if (n > 0) {
+          mbar_wait(&turn[0], (n - 1) & 1);  // warpgroup 2's n-th signal
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -193,6 +208,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           wgmma_wait<1>();
           if (kt > 0) release((it0 + kt - 1) % S);
         }
+        if (leader) mbar_arrive(&turn[2 - wg]);  // the other warpgroup's turn
         wgmma_wait<0>();
         if (k_tiles > 0) release((it0 + k_tiles - 1) % S);
         u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / 2);
