@@ -38,7 +38,11 @@ def main() -> None:
     info = device_info()
     results = []
     print(f"{info['gpu']} ({info['target']})")
-    backends = {"mma_sync": gemm.gemm_mma_sync, "wgmma": gemm.gemm_wgmma}
+    backends = {
+        "mma_sync": gemm.gemm_mma_sync,
+        "wgmma": gemm.gemm_wgmma,
+        "mma_tma": gemm.gemm_mma_tma,
+    }
 
     #     # wgmma<tile N>[p][x2][pp]: p = FP8 promotion, x2 = clusters of two CTAs, pp = ping-pong.
     def vname(tile_n, promote, cluster, pingpong):

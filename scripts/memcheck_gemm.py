@@ -27,6 +27,10 @@ def main() -> None:
     gemm.gemm_mma_sync(a, b, fmt="bf16")
     gemm.gemm_mma_sync(aq, bq, fmt="e4m3", row_scale=rs, col_scale=cs)
     paths = 2
+    if arch.current_target() in ("sm_90a", "sm_120a"):
+        gemm.gemm_mma_tma(a, b, fmt="bf16", row_scale=rs, col_scale=cs)
+        gemm.gemm_mma_tma(aq, bq, fmt="e4m3", row_scale=rs, col_scale=cs)
+        paths += 2
     if arch.current_target() == "sm_90a":
         for fmt, tile_n, promote, cluster, pingpong in gemm.WGMMA_VARIANTS:
             if pingpong and os.environ.get("H3CUPY_TEST_PINGPONG") != "1":

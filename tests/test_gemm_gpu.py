@@ -30,10 +30,16 @@ def _backend(name):
 
     if name == "wgmma" and arch.current_target() != "sm_90a":
         pytest.skip("the wgmma back end needs sm_90a")
-    return {"mma_sync": gemm.gemm_mma_sync, "wgmma": gemm.gemm_wgmma}[name]
+    if name == "mma_tma" and arch.current_target() not in ("sm_90a", "sm_120a"):
+        pytest.skip("the TMA-fed mma.sync back end needs sm_90a or sm_120a")
+    return {
+        "mma_sync": gemm.gemm_mma_sync,
+        "wgmma": gemm.gemm_wgmma,
+        "mma_tma": gemm.gemm_mma_tma,
+    }[name]
 
 
-BACKENDS = ["mma_sync", "wgmma"]
+BACKENDS = ["mma_sync", "wgmma", "mma_tma"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -130,3 +130,28 @@ def test_pre_attention_sass():
             assert any(o.startswith("UTMALDG.2D.MULTICAST") for o in c), sorted(c)
         assert not any(o.startswith(("LDL", "STL")) for o in c), name
     assert "HGMMA.64x256x16.F32.BF16" in text and "HGMMA.64x128x16.F32.BF16" in text
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_120a"])
+def test_gemm_mma_tma_sass(target):
+    """The TMA-fed mma.sync back end: TMA loads, ldmatrix, the MMA of each format (native e4m3
+    and the block-scaled form on sm_120a; f16 MMAs fed by one e4m3 unpack per fragment on sm_90a),
+    and no spills."""
+    ops = sass.opcodes(sass.disassemble(gemm.GEMM_MMA_TMA, target))
+    want = {
+        ("sm_90a", 0): "HMMA.16816.F32.BF16",
+        ("sm_90a", 1): "HMMA.16816.F32",
+        ("sm_120a", 0): "HMMA.16816.F32.BF16",
+        ("sm_120a", 1): "QMMA.16832.F32.E4M3.E4M3",
+        ("sm_120a", 2): "QMMA.SF.16832.F32.E4M3.E4M3",
+    }
+    for (tgt, code), op in want.items():
+        if tgt != target:
+            continue
+        (name,) = [n for n in ops if f"gemm_mma_tma_smxxILi{code}E" in n]
+        c = ops[name]
+        assert sum(k for o, k in c.items() if o.startswith(op)) >= 128, (name, sorted(c))
+        assert any(o.startswith("UTMALDG") for o in c), sorted(c)
+        assert any(o.startswith("LDSM") for o in c), sorted(c)
+        if target == "sm_90a":
+            assert not any(o.startswith(("LDL", "STL")) for o in c), name

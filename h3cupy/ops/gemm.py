@@ -297,6 +297,51 @@ def gemm_wgmma(
     return interop.export(ot)
 
 
+GEMM_MMA_TMA = jit.ModuleSpec(
+    "kernels/gemm_mma_tma.cu",
+    tuple(f"h3::gemm_mma_tma_smxx<{code}>" for code, _, _, _ in GEMM_FORMATS.values()),
+)
+_MT_SMEM = 4 * (128 + 256) * 128 + 2 * 4 * 8 + 1024
+
+
+def gemm_mma_tma(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None):
+    """The same contract as :func:`gemm_mma_sync` on the engine's TMA skeleton with mma.sync
+    consumers (sm_90a and sm_120a; ``cuda_src/kernels/gemm_mma_tma.cu``): persistent, TMA
+    loads (issued by thread 0, three k-tiles ahead) into a 4-stage mbarrier ring, eight warps of
+    64 x 64 on a 128 x 256 tile.
+
+    K * element size must be a multiple of 128 bytes; N a multiple of 8. Compile- and
+    SASS-checked; its GPU test has not run yet (2026-12-01).
+    """
+    at, bt, rs, cs, ot, m, n, k, esize = _gemm_operands(
+        a, b, fmt, row_scale, col_scale, out, GEMM_FORMATS, 128, n_align=8
+    )
+    if cs is not None and cs.ptr % 8:
+        raise ValueError(
+            f"col_scale: expected an 8-byte aligned address, got {cs.ptr:#x}; pass a fresh array"
+        )
+    code, min_sm, needs_120, opfmt = GEMM_FORMATS[fmt]
+    target = arch.device_target(at.device)
+    if arch.sm_number(target) < 90 or (needs_120 and not target.startswith("sm_12")):
+        raise RuntimeError(
+            f"gemm_mma_tma fmt={fmt!r} needs sm_90a or sm_120a, this GPU is {target}"
+        )
+    tdt = "bfloat16" if opfmt == "bf16" else "uint8"
+    desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
+    desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, 256)
+    kernel = jit.get_kernel(GEMM_MMA_TMA, f"h3::gemm_mma_tma_smxx<{code}>", target)
+    tiles = -(-m // 128) * -(-n // 256)
+    launch(
+        kernel,
+        min(tiles, arch.sm_count(at.device)),
+        256,
+        (desc_a, desc_b, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
+        tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
+        smem=_MT_SMEM,
+    )
+    return interop.export(ot)
+
+
 TMA_PROBE = jit.ModuleSpec("kernels/tma_probe.cu", ("h3::tma_probe_sm90",))
 
 

@@ -43,4 +43,41 @@ H3_DEVICE void mma_e4m3_16832(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2
 #endif
 }
 
+// d += a * b, f16 inputs, fp32 accumulate (sm_80+)
+H3_DEVICE void mma_f16_16816(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Four e4m3 bytes -> two f16x2 (bytes 0-1 -> lo, bytes 2-3 -> hi); exact (e4m3 is a subset of f16).
+H3_DEVICE void e4m3x4_to_f16x2x2(u32 v, u32& lo, u32& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(static_cast<u16>(v & 0xffff)));
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(static_cast<u16>(v >> 16)));
+#else
+  lo = hi = 0;
+  __trap();
+#endif
+}
+
+// An e4m3 m16n8k32 fragment as the two f16 m16n8k16 fragments of the same product, with K
+// permuted identically for A and B (byte j of a k32 register is k 4q + j; bytes 0-1 become the
+// f16 fragment's k 2q..2q+1, bytes 2-3 its k 2q+8..+9). Targets without an FP8 mma.sync (sm_90)
+// convert once per fragment instead of once per MMA.
+H3_DEVICE void e4m3_frag_a_to_f16(const u32 (&a)[4], u32 (&lo)[4], u32 (&hi)[4]) {
+  // k 0-15 (a[0], a[1]) -> lo; k 16-31 (a[2], a[3]) -> hi
+  e4m3x4_to_f16x2x2(a[0], lo[0], lo[2]);
+  e4m3x4_to_f16x2x2(a[1], lo[1], lo[3]);
+  e4m3x4_to_f16x2x2(a[2], hi[0], hi[2]);
+  e4m3x4_to_f16x2x2(a[3], hi[1], hi[3]);
+}
+
+H3_DEVICE void e4m3_frag_b_to_f16(const u32 (&b)[2], u32 (&lo)[2], u32 (&hi)[2]) {
+  e4m3x4_to_f16x2x2(b[0], lo[0], lo[1]);
+  e4m3x4_to_f16x2x2(b[1], hi[0], hi[1]);
+}
+
 }  // namespace h3
