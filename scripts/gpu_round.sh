@@ -1,25 +1,48 @@
 #!/usr/bin/env bash
 # The whole GPU round, from the tree with nothing installed (PYTHONPATH=.): GPU tests, the
-# self-test table and the benchmarks, writing logs and JSON to an output folder.
+# self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
+# a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [pytest -k expression]
+#   OUT=/some/dir bash scripts/gpu_round.sh [full|new]
 #
+# full (default): every GPU test (ping-pong included), self-test, memcheck, every benchmark.
+# new: only what has not yet passed on a GPU (ping-pong schedule, TMA-fed mma.sync back end) and
+#      the benchmarks that measure it.
 # The NVRTC disk cache lives in .h3cache/ (ignored by git); its tarball is written to $OUT so a
 # later round can start warm (restore it with: tar xf h3cache.tar).
 set -u -o pipefail
 OUT=${OUT:-out}
+MODE=${1:-full}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 H3CUPY_CACHE_DIR=$PWD/.h3cache
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 H3CUPY_CACHE_DIR=$PWD/.h3cache H3CUPY_TEST_PINGPONG=1
 [ -f "$OUT/../h3cache.tar" ] && tar xf "$OUT/../h3cache.tar"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   python3 -c 'import cupy, torch, numpy, ml_dtypes; print("cupy", cupy.__version__, "torch", torch.__version__, "numpy", numpy.__version__, "ml_dtypes", ml_dtypes.__version__)'
 } 2>&1 | tee "$OUT/env.txt"
 
 status=0
-python3 -m pytest tests -q -rs -x ${1:+-k "$1"} -p no:cacheprovider 2>&1 | tee "$OUT/tests.log" || status=1
-python3 -m h3cupy.selftest 2>&1 | tee "$OUT/selftest.log" || status=1
-python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json" 2>&1 | tee "$OUT/bench.log" || status=1
-python3 benchmarks/gemm.py --m 129 4824 38592 --backend wgmma mma_sync --json "$OUT/bench_gemm.json" 2>&1 | tee -a "$OUT/bench.log" || status=1
-python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json" 2>&1 | tee -a "$OUT/bench.log" || status=1
+run() {  # run SECONDS LOGFILE CMD...: a stage with a timeout, appending to LOGFILE
+  local secs=$1 log=$2
+  shift 2
+  echo "== $*" | tee -a "$log"
+  timeout "$secs" "$@" 2>&1 | tee -a "$log" || { echo "== FAILED or TIMED OUT ($secs s): $*" | tee -a "$log"; status=1; }
+}
+PYTEST=(python3 -m pytest -q -rs -p no:cacheprovider)
+if [ "$MODE" = new ]; then
+  run 240 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "pingpong or mma_tma"
+  run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k pingpong
+  run 120 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
+  run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --m 4824 38592 --fmt bf16 \
+    --backend wgmma256x2 wgmma128x2pp mma_tma --reps 10 --json "$OUT/bench_gemm.json"
+  run 240 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
+else
+  run 900 "$OUT/tests.log" "${PYTEST[@]}" tests
+  run 300 "$OUT/selftest.log" python3 -m h3cupy.selftest
+  run 120 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
+  run 120 "$OUT/bench.log" python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json"
+  run 300 "$OUT/bench.log" python3 benchmarks/gemm.py --m 129 4824 38592 \
+    --backend wgmma mma_sync mma_tma --json "$OUT/bench_gemm.json"
+  run 240 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
+fi
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status
