@@ -53,6 +53,21 @@ def test_bf16_pre_attention_pingpong(m, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("m", (1, 129, 4097, 38592))
+def test_bf16_pre_attention_mma_backend(m, rng, monkeypatch):
+    """The TMA-fed mma.sync back end (the sm_120a path) run on the H200: the same epilogue with
+    the head split over two warps (cross-warp sum of squares and RoPE partners in shared memory).
+    """
+    from h3cupy.ops import pre_attention
+    from h3cupy.verify import check_pre_attention_bf16
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "BACKEND", "mma")
+    results = check_pre_attention_bf16(m, (8, 1), rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize("index_dtype", (np.int32, np.int64))
 @pytest.mark.parametrize("m", (129, 4097))
 def test_bf16_pre_attention_positions(m, index_dtype, rng):

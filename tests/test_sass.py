@@ -122,8 +122,10 @@ def test_pre_attention_sass():
 
     text = sass.disassemble(pre_attention.PRE_ATTENTION, "sm_90a")
     ops = sass.opcodes(text)
-    assert len(ops) == 3
+    assert len(ops) == 4
     for name, c in ops.items():
+        if "mma_smxx" in name:  # the mma.sync back end: tested in test_pre_attention_mma_sass
+            continue
         assert any(o.startswith("HGMMA") for o in c), sorted(c)
         assert any(o.startswith("UTMASTG.3D") for o in c), sorted(c)
         if "x2" in name:
@@ -155,3 +157,18 @@ def test_gemm_mma_tma_sass(target):
         assert any(o.startswith("LDSM") for o in c), sorted(c)
         if target == "sm_90a":
             assert not any(o.startswith(("LDL", "STL")) for o in c), name
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_120a"])
+def test_pre_attention_mma_sass(target):
+    """The pre-attention op on the TMA-fed mma.sync back end: bf16 HMMA fed by ldmatrix from TMA
+    tiles, no spills."""
+    from h3cupy.ops import pre_attention
+
+    ops = sass.opcodes(sass.disassemble(pre_attention.PRE_ATTENTION, target))
+    (name,) = [n for n in ops if "pre_attention_bf16_mma_smxx" in n]
+    c = ops[name]
+    assert sum(k for o, k in c.items() if o.startswith("HMMA.16816.F32.BF16")) >= 128, sorted(c)
+    assert any(o.startswith("UTMALDG") for o in c) and any(o.startswith("LDSM") for o in c)
+    if target == "sm_90a":
+        assert not any(o.startswith(("LDL", "STL")) for o in c), sorted(c)

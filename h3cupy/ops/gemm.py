@@ -301,7 +301,7 @@ GEMM_MMA_TMA = jit.ModuleSpec(
     "kernels/gemm_mma_tma.cu",
     tuple(f"h3::gemm_mma_tma_smxx<{code}>" for code, _, _, _ in GEMM_FORMATS.values()),
 )
-_MT_SMEM = 4 * (128 + 256) * 128 + 2 * 4 * 8 + 1024
+_MT_SMEM = 4 * (128 + 256) * 128 + 32 * 1024 + 2 * 4 * 8 + 1024
 
 
 def gemm_mma_tma(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None):

@@ -33,8 +33,12 @@ PRE_ATTENTION = jit.ModuleSpec(
         "h3::pre_attention_bf16_x2_sm90",
         "h3::pre_attention_bf16_pp_x2_sm90",
         "h3::pre_attention_bf16_sm90",
+        "h3::pre_attention_bf16_mma_smxx",
     ),
 )
+#: GEMM back end: "auto" (wgmma on sm_90a, mma.sync on sm_120a), "wgmma" or "mma" (the TMA-fed
+#: mma.sync back end, sm_90a / sm_120a). A module setting, so that tests can run both on the H200.
+BACKEND = "auto"
 #: GEMM schedule for M > 256: "cooperative" (128 x 256 tiles, both consumer warpgroups on one
 #: tile) or "pingpong" (128 x 128 tiles, one per warpgroup, epilogue overlapping the other's
 #: MMAs). A module setting, so that benchmarks can time both.
@@ -85,8 +89,9 @@ def minimax_h3_bf16_pre_attention(
     Returns:
         ``out``.
 
-    Runs on sm_90a (the wgmma engine). Raises ValueError / TypeError for bad arguments before
-    anything is launched.
+    Runs on sm_90a (the wgmma engine by default) and sm_120a (the TMA-fed mma.sync back end,
+    compile-checked only: no SM120 board here). Raises ValueError / TypeError for bad arguments
+    before anything is launched.
     """
     eps = checks.check_positive_finite(eps, "eps")
     qk_eps = eps if qk_eps is None else checks.check_positive_finite(qk_eps, "qk_eps")
@@ -128,14 +133,20 @@ def minimax_h3_bf16_pre_attention(
         at = interop.as_tensor(workspace, "workspace")
         checks.check_tensor(at, "workspace", "bf16", (m, D), dev)
     target = arch.device_target(dev)
-    if target != "sm_90a":
+    if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(
-            f"minimax_h3_bf16_pre_attention runs on sm_90a (H100 / H200) in this version; this "
-            f"GPU is {target}"
+            f"minimax_h3_bf16_pre_attention runs on sm_90a (H100 / H200) and sm_120a (RTX 5090 / "
+            f"RTX PRO 6000) in this version; this GPU is {target}"
         )
+    backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
+    if backend == "wgmma" and target != "sm_90a":
+        raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
 
     # Launch 1: the prologue writes a.
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
+    if backend == "mma":
+        _launch_mma(at, qkv, qn, kn, cs, s_rows, pt, qk_eps, hp, ot, m, target)
+        return interop.export(ot)
     # Launch 2: the QKV GEMM with the pre-attention epilogue.
     cluster = 2 if m > 256 else 1
     if cluster == 1:
@@ -172,6 +183,36 @@ def minimax_h3_bf16_pre_attention(
         smem=smem,
     )
     return interop.export(ot)
+
+
+def _launch_mma(at, qkv, qn, kn, cs, s_rows, pt, qk_eps, hp, ot, m, target) -> None:
+    """Launch 2 on the TMA-fed mma.sync back end (128 x 256 tiles, 8 warps of 64 x 64)."""
+    kernel = jit.get_kernel(PRE_ATTENTION, "h3::pre_attention_bf16_mma_smxx", target)
+    desc_a = gemm._tensor_map(at.ptr, "bfloat16", D, m, D * 2, 128)
+    desc_b = gemm._tensor_map(qkv.ptr, "bfloat16", D, QKV_ROWS, D * 2, 256)
+    tiles = -(-m // 128) * (QKV_ROWS // 256)
+    launch(
+        kernel,
+        min(tiles, arch.sm_count(at.device)),
+        256,
+        (
+            desc_a,
+            desc_b,
+            i32(m),
+            i32(D * 2),
+            ptr(qn),
+            ptr(kn),
+            ptr(cs),
+            i32(s_rows),
+            ptr(pt),
+            i32(1 if pt is not None and pt.fmt == "int64" else 0),
+            f32(qk_eps),
+            i32(hp),
+            ptr(ot),
+        ),
+        tensors=[t for t in (at, qkv, qn, kn, cs, pt, ot) if t is not None],
+        smem=gemm._MT_SMEM,
+    )
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,0 +1,208 @@
+// The mma.sync back end on the engine's TMA skeleton (sm_90a, sm_120a): C = A * B^T with fp32
+// accumulation, the epilogue a functor (the plain one: C = bf16((acc * row_scale[m]) *
+// col_scale[n]), kernels/gemm_mma_tma.cu).
+//
+// * A [M, K], B [N, K] row-major, bf16 or e4m3, loaded by TMA (128-byte swizzle, boxes of
+//   128 bytes x 128 rows for A and x 256 rows for B; zeros past M and N) into a 4-stage ring
+//   with full / empty mbarriers, as gemm_sm90.cuh.
+// * 256 threads, 8 warps in a 2 x 4 grid, each owning a 64 x 64 block of the 128 x 256 tile: per
+//   32-byte k-step, four ldmatrix.x4 for A (four m16 row blocks), four for B (eight n8 column
+//   blocks), 32 mma.sync. The swizzled smem address of 16-byte chunk c of row r is
+//   r * 128 + ((c ^ (r % 8)) * 16).
+// * Thread 0 is also the producer: at k-iteration `it` it issues the loads of iteration
+//   it + kStages - 1 (crossing into the CTA's next tile), after that stage's empty barrier says
+//   every warp has released it. A dedicated producer warp would make 9 warps, and the register
+//   file is split over 4 schedulers: 3 warps on one of them cap every thread at 168 registers,
+//   which spills the 128-register accumulator (seen in ptxas's report); 8 warps allow 255.
+// * Each warp releases a stage (one arrival, lane 0) once the MMAs that consumed its ldmatrix
+//   results have been issued: 8 arrivals free a stage.
+// * Persistent: CTA b takes tiles b, b + gridDim.x, ... in the engine's grouped order.
+// kFmt: 0 bf16 (m16n8k16), 1 e4m3 (m16n8k32; on sm_90 ptxas runs it as f16 MMAs, see
+// benchmarks/NOTES.md), 2 e4m3 through sm_120a's block-scaled kind::mxf8f6f4 with unit scales.
+// NOTE: compile- and SASS-checked; its GPU test has not run yet (2026-12-01).
+#pragma once
+#include "h3/gemm_sm90.cuh"
+#include "h3/mma_sm120.cuh"
+#include "h3/mma_sync.cuh"
+#include "h3/numeric.cuh"
+
+namespace h3 {
+
+constexpr int kMtBM = 128, kMtBN = 256, kMtBK = 128;  // BK in bytes
+constexpr int kMtStages = 4;
+constexpr int kMtABytes = kMtBM * kMtBK, kMtStageBytes = (kMtBM + kMtBN) * kMtBK;  // 48 KiB
+constexpr int kMtThreads = 256;
+constexpr int kMtScratchBytes = 32 * 1024;  // epilogue scratch (cross-warp exchanges)
+constexpr int kMtSmemBytes = kMtStages * kMtStageBytes + kMtScratchBytes + 2 * kMtStages * 8 + 1024;
+
+H3_DEVICE u32 swz128(u32 base, int r, int c) { return base + r * 128 + (((c ^ r) & 7) << 4); }
+
+// The skeleton; `epi(acc, row0, col0, wm, wn, scratch)` runs once per tile in every warp, with
+// acc[mi][ni][r] the warp's 64 x 64 block at rows row0 + wm + 16 mi + mma_c_row(lane, r), columns
+// col0 + wn + 8 ni + mma_c_col(lane, r), and `scratch` the kMtScratchBytes of shared memory
+// behind the ring (all 256 threads reach the epilogue together, so it may __syncthreads()).
+template <int kFmt, class Epi>
+H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
+                                 int k_bytes, const Epi& epi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ u8 smem_raw[];
+  u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
+  u8* scratch = smem + kMtStages * kMtStageBytes;
+  u64* full = reinterpret_cast<u64*>(scratch + kMtScratchBytes);
+  u64* empty = full + kMtStages;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int k_tiles = k_bytes / kMtBK;
+  const TileOrder order{(M + kMtBM - 1) / kMtBM, (N + kMtBN - 1) / kMtBN, 16};
+  constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kMtStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 8);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  // Loads of k-iteration `j` of this CTA (tile j / k_tiles of its sequence), by thread 0.
+  auto produce = [&](int j) {
+    const int s = j % kMtStages;
+    if (j >= kMtStages) mbar_wait(&empty[s], ((j / kMtStages) & 1) ^ 1);
+    int mt, nt;
+    order.tile(blockIdx.x + (j / k_tiles) * gridDim.x, mt, nt);
+    const int kt = j % k_tiles;
+    u8* st = smem + s * kMtStageBytes;
+    mbar_arrive_expect_tx(&full[s], kMtStageBytes);
+    tma_load_2d(st, &desc_a, kt * kElemsPerRow, mt * kMtBM, &full[s]);
+    tma_load_2d(st + kMtABytes, &desc_b, kt * kElemsPerRow, nt * kMtBN, &full[s]);
+  };
+  const int my_tiles = blockIdx.x < order.count()
+                           ? (order.count() - blockIdx.x + gridDim.x - 1) / gridDim.x
+                           : 0;
+  const int total = my_tiles * k_tiles;  // k-iterations of this CTA
+  if (threadIdx.x == 0)
+    for (int j = 0; j < kMtStages - 1 && j < total; ++j) produce(j);
+
+  const int wm = (warp / 4) * 64, wn = (warp % 4) * 64;
+  float acc[4][8][4];
+  int it = 0;
+  for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
+    int mt_, nt_;
+    order.tile(t, mt_, nt_);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      if (threadIdx.x == 0 && it + kMtStages - 1 < total) produce(it + kMtStages - 1);
+      const int s = it % kMtStages;
+      mbar_wait(&full[s], (it / kMtStages) & 1);
+      const u32 sa = smem_addr(smem + s * kMtStageBytes);
+      const u32 sb = sa + kMtABytes;
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {  // 32-byte k-steps: chunks 2 ks, 2 ks + 1
+        u32 af[4][4];
+#pragma unroll
+        for (int mi = 0; mi < 4; ++mi) {
+          const int r = wm + mi * 16 + (lane & 15);
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(af[mi][0]), "=r"(af[mi][1]), "=r"(af[mi][2]), "=r"(af[mi][3])
+                       : "r"(swz128(sa, r, 2 * ks + (lane >> 4)))
+                       : "memory");
+        }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+        // NOTE: sm_90 has no FP8 mma.sync: convert each e4m3 fragment to f16 once (ptxas would
+        // unpack per MMA, and spill at this tile size) and run two f16 k16 MMAs per k32.
+        u32 a16[4][2][4];
+        if constexpr (kFmt == 1) {
+#pragma unroll
+          for (int mi = 0; mi < 4; ++mi) e4m3_frag_a_to_f16(af[mi], a16[mi][0], a16[mi][1]);
+        }
+#endif
+        // B in pairs of n8 blocks: one ldmatrix.x4, then its 8 MMAs (keeps 4 B registers live).
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          u32 bfr[4];
+          const int r = wn + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(bfr[0]), "=r"(bfr[1]), "=r"(bfr[2]), "=r"(bfr[3])
+                       : "r"(swz128(sb, r, 2 * ks + ((lane >> 3) & 1)))
+                       : "memory");
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int ni = 2 * np + h;
+            const u32 b[2] = {bfr[2 * h], bfr[2 * h + 1]};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+            if constexpr (kFmt == 1) {
+              u32 b16[2][2];
+              e4m3_frag_b_to_f16(b, b16[0], b16[1]);
+#pragma unroll
+              for (int mi = 0; mi < 4; ++mi) {
+                mma_f16_16816(acc[mi][ni], a16[mi][0], b16[0]);
+                mma_f16_16816(acc[mi][ni], a16[mi][1], b16[1]);
+              }
+              continue;
+            }
+#endif
+#pragma unroll
+            for (int mi = 0; mi < 4; ++mi) {
+              if constexpr (kFmt == 0) {
+                mma_bf16_16816(acc[mi][ni], af[mi], b);
+              } else if constexpr (kFmt == 1) {
+                mma_e4m3_16832(acc[mi][ni], af[mi], b);
+              } else {
+                mma_mxf8f6f4_e4m3_16832(acc[mi][ni], af[mi], b, kUnitUe8m0x4, kUnitUe8m0x4);
+              }
+            }
+          }
+        }
+      }
+      // NOTE: every ldmatrix result has been consumed by an issued MMA: the stage may be refilled.
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
+    }
+
+    epi(acc, mt_ * kMtBM, nt_ * kMtBN, wm, wn, scratch);
+  }
+#else
+  __trap();
+#endif
+}
+
+// The plain epilogue: C = bf16((acc * row_scale[m]) * col_scale[n]), scales optional, two adjacent
+// columns per 4-byte store.
+struct EpiMmaScaleBf16 {
+  const float* __restrict__ row_scale;
+  const float* __restrict__ col_scale;
+  bf16_t* __restrict__ C;
+  int M, N;
+
+  H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn,
+                            u8* /*scratch*/) const {
+    const int lane = threadIdx.x % 32;
+    const int m0 = row0 + wm, n0 = col0 + wn;
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + mi * 16 + mma_c_row(lane, 2 * h);
+        if (row >= M) continue;
+        const float rs = row_scale != nullptr ? row_scale[row] : 1.f;
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni) {
+          const int col = n0 + ni * 8 + mma_c_col(lane, 2 * h);
+          if (col >= N) continue;
+          float2 cs = make_float2(1.f, 1.f);
+          if (col_scale != nullptr) cs = *reinterpret_cast<const float2*>(col_scale + col);
+          const float v0 = (acc[mi][ni][2 * h] * rs) * cs.x;
+          const float v1 = (acc[mi][ni][2 * h + 1] * rs) * cs.y;
+          *reinterpret_cast<u32*>(C + static_cast<i64>(row) * N + col) =
+              pack_bf16x2(f32_to_bf16(v0), f32_to_bf16(v1));
+        }
+      }
+  }
+};
+
+}  // namespace h3
