@@ -172,3 +172,12 @@ def test_pre_attention_mma_sass(target):
     assert any(o.startswith("UTMALDG") for o in c) and any(o.startswith("LDSM") for o in c)
     if target == "sm_90a":
         assert not any(o.startswith(("LDL", "STL")) for o in c), sorted(c)
+
+
+def test_gemm_nvfp4_sass():
+    """The NVFP4 GEMM: the block-scaled OMMA (kind::mxf4nvf4, ue4m3, 4X) on sm_120a fed by TMA
+    code tiles and bulk-copied scales; on sm_90a bf16 HMMA on dequantized fragments; no spills."""
+    for target, op in (("sm_120a", "OMMA.SF.16864.F32.E2M1.E2M1.UE4M3.4X"), ("sm_90a", "HMMA")):
+        (c,) = sass.opcodes(sass.disassemble(gemm.GEMM_NVFP4, target)).values()
+        assert sum(k for o, k in c.items() if o.startswith(op)) >= 32, (target, sorted(c))
+        assert any(o.startswith("UTMALDG") for o in c) and any(o.startswith("UBLKCP") for o in c)

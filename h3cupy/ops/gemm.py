@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from ..core import arch, checks, interop, jit
-from ..core.launch import i32, launch, max_active_clusters, ptr
+from ..core.launch import f32, i32, launch, max_active_clusters, ptr
 
 #: kind -> (template code, minimum sm, needs an 'a' feature target of sm_120)
 PROBE_KINDS = {
@@ -338,6 +338,139 @@ def gemm_mma_tma(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out
         (desc_a, desc_b, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
         smem=_MT_SMEM,
+    )
+    return interop.export(ot)
+
+
+GEMM_NVFP4 = jit.ModuleSpec("kernels/gemm_nvfp4.cu", ("h3::gemm_nvfp4_smxx",))
+_NV_SMEM = 4 * (128 * 128 + 256 * 128 + 128 * 16 + 2 * 2048) + 2 * 4 * 8 + 1024
+
+
+def _scalar_arg(value, name: str, dev: int):
+    """A scalar given as a Python float or a one-element fp32 device array: (host value, device
+    tensor or None). Device scalars are read by the kernel, never on the host."""
+    if value is None:
+        return 0.0, None
+    if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool):
+        v = float(value)
+        if not np.isfinite(v) or v <= 0:
+            raise ValueError(f"{name}: expected a positive finite scale, got {value!r}")
+        return v, None
+    t = interop.as_tensor(value, name)
+    checks.check_tensor(t, name, "float32", (1,), dev, align=4)
+    return 0.0, t
+
+
+def gemm_nvfp4(
+    a_q,
+    a_sf,
+    b_q,
+    b_sf,
+    *,
+    alpha=None,
+    a_global_scale=None,
+    b_global_scale=None,
+    out=None,
+):
+    """``out = bf16(acc * alpha)``, ``acc = sum_k (e2m1(a) * sf_a) (e2m1(b) * sf_b)`` in fp32:
+    the NVFP4 x NVFP4 GEMM (``cuda_src/kernels/gemm_nvfp4.cu``).
+
+    Args:
+        a_q: uint8 ``[M, K/2]`` packed e2m1 codes (element 2j in the low nibble of byte j).
+        a_sf: uint8 ``[M, K/16]`` linear ue4m3 block scales.
+        b_q: uint8 ``[N, K/2]``; b_sf: uint8 128x4-swizzled scales, ``ceil(N/128)*128 * K/16``
+            bytes (any contiguous uint8 array of that size), N a multiple of 128.
+        alpha: fp32 scale of the accumulator (a float or a one-element device array); when
+            omitted, ``1 / (a_global_scale * b_global_scale)`` is formed on the device.
+        a_global_scale: one-element fp32 device array (with ``alpha`` omitted).
+        b_global_scale: float or one-element fp32 device array (with ``alpha`` omitted).
+        out: optional bf16 ``[M, N]``.
+
+    K must be a multiple of 256. sm_120a runs the block-scaled ``kind::mxf4nvf4`` MMA; sm_90a
+    dequantizes in registers to bf16 (exact) and runs bf16 MMAs — a correct but slow reference
+    of the data path. Compile- and SASS-checked; not yet run on a GPU (2026-12-01).
+    """
+    at = interop.as_tensor(a_q, "a_q")
+    dev = at.device
+    checks.check_dtype(at, "a_q", "uint8")
+    if len(at.shape) != 2 or at.shape[0] < 1 or (2 * at.shape[1]) % 256:
+        raise ValueError(
+            f"a_q: expected packed codes [M, K/2] with K a multiple of 256, got {list(at.shape)}"
+        )
+    m, kh = at.shape
+    k = 2 * kh
+    checks.check_tensor(at, "a_q", "uint8", (m, kh), dev)
+    ast = interop.as_tensor(a_sf, "a_sf")
+    checks.check_tensor(ast, "a_sf", "uint8", (m, k // 16), dev)
+    bt = interop.as_tensor(b_q, "b_q")
+    checks.check_dtype(bt, "b_q", "uint8")
+    if len(bt.shape) != 2 or bt.shape[1] != kh or bt.shape[0] < 1 or bt.shape[0] % 128:
+        raise ValueError(
+            f"b_q: expected packed codes [N, {kh}] with N a multiple of 128, got {list(bt.shape)}"
+        )
+    n = bt.shape[0]
+    checks.check_tensor(bt, "b_q", "uint8", (n, kh), dev)
+    bst = interop.as_tensor(b_sf, "b_sf")
+    checks.check_dtype(bst, "b_sf", "uint8")
+    checks.check_contiguous(bst, "b_sf")
+    c4 = k // 64
+    if bst.size != n * c4 * 4:
+        raise ValueError(
+            f"b_sf: expected {n * c4 * 4} bytes of 128x4-swizzled scales (N={n}, K/16={k // 16}), "
+            f"got {bst.size}; pass the scales from quantize_minimax_h3_*_weight_nvfp4"
+        )
+    checks.check_aligned(bst, "b_sf", 16)
+    alpha_host, alpha_t = _scalar_arg(alpha, "alpha", dev)
+    ga_t = gw_t = None
+    gw_host = 0.0
+    if alpha is None:
+        if a_global_scale is None or b_global_scale is None:
+            raise ValueError(
+                "alpha: pass alpha, or both a_global_scale (device [1]) and b_global_scale"
+            )
+        _, ga_t = _scalar_arg(a_global_scale, "a_global_scale", dev)
+        if ga_t is None:
+            raise ValueError(
+                "a_global_scale: expected a one-element fp32 device array (read on the device)"
+            )
+        gw_host, gw_t = _scalar_arg(b_global_scale, "b_global_scale", dev)
+    if out is None:
+        ot = interop.empty((m, n), "bf16", like=at)
+    else:
+        ot = interop.as_tensor(out, "out")
+        checks.check_tensor(ot, "out", "bf16", (m, n), dev)
+    target = arch.device_target(dev)
+    if target not in ("sm_90a", "sm_120a"):
+        raise RuntimeError(f"gemm_nvfp4 needs sm_90a or sm_120a, this GPU is {target}")
+    from ..core import tma
+
+    desc_a = _tensor_map(at.ptr, "uint8", kh, m, kh, 128)
+    desc_b = _tensor_map(bt.ptr, "uint8", kh, n, kh, 256)
+    desc_sfa = tma.encode_2d(ast.ptr, "uint8", k // 16, m, k // 16, 16, 128)
+    kernel = jit.get_kernel(GEMM_NVFP4, "h3::gemm_nvfp4_smxx", target)
+    tiles = -(-m // 128) * -(-n // 256)
+    launch(
+        kernel,
+        min(tiles, arch.sm_count(dev)),
+        256,
+        (
+            desc_a,
+            desc_b,
+            desc_sfa,
+            ptr(bst),
+            i32(c4),
+            i32(m),
+            i32(n),
+            i32(kh),
+            ptr(alpha_t),
+            ptr(ga_t),
+            ptr(gw_t),
+            f32(gw_host),
+            f32(alpha_host),
+            ptr(ot),
+        ),
+        tensors=[t for t in (at, ast, bt, bst, alpha_t, ga_t, gw_t, ot) if t is not None],
+        smem=_NV_SMEM,
     )
     return interop.export(ot)
 
