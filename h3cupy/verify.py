@@ -365,3 +365,164 @@ def check_pre_attention_bf16(
                 )
             )
     return checks
+
+
+def _e4m3_step(codes: np.ndarray) -> np.ndarray:
+    """Spacing of the e4m3 grid at each code's magnitude (2^-9 in the subnormal range)."""
+    mag = np.abs(formats.e4m3_decode(codes).astype(np.float64))
+    e = np.floor(np.log2(np.maximum(mag, 2.0**-6)))
+    return 2.0 ** (e - 3)
+
+
+def _e2m1_step(codes: np.ndarray) -> np.ndarray:
+    """Spacing of the e2m1 grid at each code's magnitude: 0.5 below 2, 1 below 4, else 2."""
+    mag = np.abs(formats.e2m1_decode(codes).astype(np.float64))
+    return np.where(mag < 2, 0.5, np.where(mag < 4, 1.0, 2.0))
+
+
+def check_pre_attention_fp8(
+    m: int,
+    out_mode: str,
+    rng: np.random.Generator | None = None,
+    *,
+    max_ref_rows: int = 160,
+) -> list[Check]:
+    """``minimax_h3_fp8_pre_attention`` against the reference that consumes the kernel's own
+    quantized activation (SPEC §8, FP8/NVFP4 ops): ``|out - ref| <= 1e-2 + 1e-2*mag +
+    2*ulp_bf16(mag)`` (mag with the RoPE partner on Q/K dims [0, 96)), plus one code step of the
+    output format in "e4m3" / "nvfp4" modes (compared as decoded values); NVFP4 output scales
+    within one ue4m3 code. Scalars mix Python floats and device arrays."""
+    import cupy
+
+    from .ops.pre_attention import minimax_h3_fp8_pre_attention
+
+    rng = rng or np.random.default_rng()
+    host = ref_inputs.pre_attention_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
+    wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
+    # Scales near what calibration would give for these inputs (|q|, |k| up to ~4, |v| ~1.4):
+    # q as a device array, k and v as floats.
+    descale = (np.float32(0.014), 0.015, 0.006)
+    gscale = (np.float32(600.0), 550.0, 1800.0)
+    dev = {
+        k: upload(host[k])
+        for k in (
+            "x",
+            "x_norm_weight",
+            "adaln_scale",
+            "adaln_shift",
+            "adaln_index",
+            "q_norm_weight",
+            "k_norm_weight",
+            "rope_cos_sin",
+        )
+    }
+    act_q = cupy.empty((m, D), np.uint8)
+    act_scale = cupy.empty((m,), np.float32)
+    poison(act_q, act_scale)
+    kw = {}
+    if out_mode == "e4m3":
+        kw = dict(
+            q_descale=cupy.asarray(np.array([descale[0]], np.float32)),
+            k_descale=descale[1],
+            v_descale=descale[2],
+        )
+    elif out_mode == "nvfp4":
+        kw = dict(
+            q_global_scale=cupy.asarray(np.array([gscale[0]], np.float32)),
+            k_global_scale=gscale[1],
+            v_global_scale=gscale[2],
+        )
+    res = minimax_h3_fp8_pre_attention(
+        dev["x"],
+        dev["x_norm_weight"],
+        dev["adaln_scale"],
+        dev["adaln_shift"],
+        dev["adaln_index"],
+        cupy.asarray(wq),
+        cupy.asarray(wsc),
+        dev["q_norm_weight"],
+        dev["k_norm_weight"],
+        dev["rope_cos_sin"],
+        out_mode=out_mode,
+        act_q=act_q,
+        act_scale=act_scale,
+        **kw,
+    )
+    rows = np.arange(m)
+    if m > max_ref_rows:
+        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, 0]
+        rows = np.unique(np.concatenate([rng.choice(m, max_ref_rows, replace=False), tail]))
+    aq = download(act_q)[rows]
+    asc = download(act_scale)[rows]
+    scal = {
+        "e4m3": dict(zip(("q_descale", "k_descale", "v_descale"), descale, strict=True)),
+        "nvfp4": dict(
+            zip(("q_global_scale", "k_global_scale", "v_global_scale"), gscale, strict=True)
+        ),
+    }.get(out_mode, {})
+    ref = reference.minimax_h3_fp8_pre_attention(
+        host["x"][rows],
+        host["x_norm_weight"],
+        host["adaln_scale"],
+        host["adaln_shift"],
+        host["adaln_index"][rows],
+        wq,
+        wsc,
+        host["q_norm_weight"],
+        host["k_norm_weight"],
+        host["rope_cos_sin"][rows],
+        out_mode=out_mode,
+        act_q=aq,
+        act_scale=asc,
+        **{k: float(v) for k, v in scal.items()},
+    )
+    shape = f"M={m} out_mode={out_mode}"
+    checks: list[Check] = []
+    for i, name in enumerate("qkv"):
+        got = download(res[i])[rows]
+        want = ref[i]
+        if out_mode == "bf16":
+            g_val, r_val, extra = got.astype(np.float32), want.astype(np.float64), 0.0
+        elif out_mode == "e4m3":
+            d = float(np.float32(descale[i]))
+            g_val = formats.e4m3_decode(got).astype(np.float64) * d
+            r_val = formats.e4m3_decode(want).astype(np.float64) * d
+            extra = _e4m3_step(want) * d
+        else:
+            gf = float(np.float32(gscale[i]))
+            g_sf = download(res[3 + i])[rows]
+            r_sf = ref[3 + i]
+            checks.append(
+                Check(
+                    "fp8_pre_attention",
+                    shape,
+                    f"{name}_sf max code difference",
+                    float(np.abs(g_sf.astype(np.int32) - r_sf.astype(np.int32)).max()),
+                    1.0,
+                    bool(np.abs(g_sf.astype(np.int32) - r_sf.astype(np.int32)).max() <= 1),
+                )
+            )
+            g_val = formats.nvfp4_dequantize(got, g_sf, gf).astype(np.float64)
+            r_val = formats.nvfp4_dequantize(want, r_sf, gf).astype(np.float64)
+            r_codes = formats.unpack_e2m1(want)
+            sfv = np.repeat(formats.ue4m3_decode(r_sf).astype(np.float64), 16, axis=-1)
+            extra = _e2m1_step(r_codes) * sfv / gf
+        g_val = g_val.reshape(len(rows), 56, 128)
+        r_val = r_val.reshape(len(rows), 56, 128)
+        extra = np.broadcast_to(extra, r_val.shape) if np.ndim(extra) else extra
+        if out_mode != "bf16":
+            extra = np.asarray(extra).reshape(r_val.shape)
+        bound = (
+            pre_attention_bound(r_val)
+            if name != "v"
+            else 1e-2 + 1e-2 * np.abs(r_val) + 2 * formats.bf16_ulp(np.abs(r_val))
+        )
+        checks += bf16_close(
+            "fp8_pre_attention",
+            f"{shape} {name}",
+            g_val,
+            r_val,
+            bound + extra,
+            min_identical=0.0,
+        )[:1]
+    return checks

@@ -161,3 +161,36 @@ def test_bf16_pre_attention_errors(rng):
         op(*args, ulysses_degree=p, out=out, qk_eps=-1.0)
     with pytest.raises(ValueError, match=r"workspace: expected shape \[129, 5376\]"):
         op(*args, ulysses_degree=p, out=out, workspace=ws[:64])
+
+
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+@pytest.mark.parametrize("m", (1, 129, 257, 4097, 4824))
+def test_fp8_pre_attention(m, out_mode, rng):
+    """minimax_h3_fp8_pre_attention (W8A8) in every out_mode against the reference consuming the
+    kernel's own act_q / act_scale; bounds in h3cupy.verify.check_pre_attention_fp8 (SPEC §8)."""
+    from h3cupy.verify import check_pre_attention_fp8
+
+    _need_sm90()
+    results = check_pre_attention_fp8(m, out_mode, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+def test_fp8_pre_attention_errors(rng):
+    import cupy
+
+    from h3cupy.ops.pre_attention import minimax_h3_fp8_pre_attention as op
+
+    _need_sm90()
+    args, out, ws = _torch_args(129, 1, rng)
+    wq = cupy.zeros((21504, 5376), np.uint8)
+    wsc = cupy.ones((21504,), np.float32)
+    base = (*args[:5], wq, wsc, *args[6:])
+    with pytest.raises(ValueError, match=r"q_descale: required when out_mode='e4m3'"):
+        op(*base, out_mode="e4m3")
+    with pytest.raises(ValueError, match=r"out_mode: expected one of"):
+        op(*base, out_mode="fp16")
+    with pytest.raises(ValueError, match=r"qkv_weight_scale: expected shape \[21504\]"):
+        op(*base[:6], wsc[:100], *base[7:])
+    with pytest.raises(ValueError, match=r"k_global_scale: expected a positive finite scale"):
+        op(*base, out_mode="nvfp4", q_global_scale=1.0, k_global_scale=-2.0, v_global_scale=1.0)

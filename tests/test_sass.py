@@ -181,3 +181,16 @@ def test_gemm_nvfp4_sass():
         (c,) = sass.opcodes(sass.disassemble(gemm.GEMM_NVFP4, target)).values()
         assert sum(k for o, k in c.items() if o.startswith(op)) >= 32, (target, sorted(c))
         assert any(o.startswith("UTMALDG") for o in c) and any(o.startswith("UBLKCP") for o in c)
+
+
+def test_pre_attention_fp8_sass():
+    """The W8A8 pre-attention: FP8 warpgroup MMAs (64 x 128, promoted), TMA stores of the outputs
+    (bf16 and e4m3 through swizzled staging), no local memory."""
+    from h3cupy.ops import pre_attention
+
+    ops = sass.opcodes(sass.disassemble(pre_attention.PRE_ATTENTION_FP8, "sm_90a"))
+    assert len(ops) == 6
+    for name, c in ops.items():
+        assert any(o.startswith("QGMMA.64") for o in c), sorted(c)
+        assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
+        assert not any(o.startswith(("LDL", "STL")) for o in c), name

@@ -36,6 +36,12 @@ PRE_ATTENTION = jit.ModuleSpec(
         "h3::pre_attention_bf16_mma_smxx",
     ),
 )
+PRE_ATTENTION_FP8 = jit.ModuleSpec(
+    "kernels/pre_attention_fp8.cu",
+    tuple(f"h3::pre_attention_fp8{c}_sm90<{mode}>" for mode in range(3) for c in ("_x2", "")),
+)
+OUT_MODES = ("bf16", "e4m3", "nvfp4")
+
 #: GEMM back end: "auto" (wgmma on sm_90a, mma.sync on sm_120a), "wgmma" or "mma" (the TMA-fed
 #: mma.sync back end, sm_90a / sm_120a). A module setting, so that tests can run both on the H200.
 BACKEND = "auto"
@@ -226,3 +232,200 @@ def _pack_map(out_ptr: int, m: int, p: int, hp: int):
     return tma.encode(
         out_ptr, "bfloat16", (cols, m, p), (cols * 2, m * cols * 2), (64, 64, 1), swizzle=128
     )
+
+
+def _kind_scalars(values, names, dev, needed: bool, mode: str):
+    """Per-kind scalars (q, k, v) as (device tensor or None, host value) pairs; floats are rounded
+    to fp32 by the kernel argument, device arrays are read by the kernel."""
+    from .gemm import _scalar_arg
+
+    out = []
+    for v, nm in zip(values, names, strict=True):
+        if v is None:
+            if needed:
+                raise ValueError(f"{nm}: required when out_mode={mode!r}")
+            out.append((None, 0.0))
+            continue
+        host, t = _scalar_arg(v, nm, dev)
+        out.append((t, host))
+    return out
+
+
+def minimax_h3_fp8_pre_attention(
+    x,
+    x_norm_weight,
+    adaln_scale,
+    adaln_shift,
+    adaln_index,
+    qkv_weight_q,
+    qkv_weight_scale,
+    q_norm_weight,
+    k_norm_weight,
+    rope_cos_sin,
+    *,
+    eps: float = 1e-5,
+    out_mode: str = "bf16",
+    q=None,
+    k=None,
+    v=None,
+    q_sf=None,
+    k_sf=None,
+    v_sf=None,
+    q_descale=None,
+    k_descale=None,
+    v_descale=None,
+    q_global_scale=None,
+    k_global_scale=None,
+    v_global_scale=None,
+    act_q=None,
+    act_scale=None,
+):
+    """The W8A8 pre-attention stage (SPEC.md §4): prologue with per-token FP8 of ``a``, the FP8
+    QKV GEMM (fp32 promotion) with ``y = bf16((acc * act_scale[m]) * w_scale[n])``, per-head Q/K
+    RMSNorm (epsilon ``eps``), RoPE with identity positions (row m uses ``rope_cos_sin[m]``), V,
+    and the output mode.
+
+    Args:
+        x, x_norm_weight, adaln_scale, adaln_shift, adaln_index: as
+            :func:`minimax_h3_bf16_pre_attention`.
+        qkv_weight_q: e4m3 (or uint8 codes) ``[21504, 5376]`` and qkv_weight_scale fp32
+            ``[21504]`` from :func:`h3cupy.quantize_minimax_h3_qkv_weight_fp8` (engine row order).
+        q_norm_weight, k_norm_weight: bf16 ``[128]``; rope_cos_sin: bf16 ``[S, 96]``, S >= M.
+        out_mode: ``"bf16"`` (q/k/v bf16 ``[M, 56, 128]``), ``"e4m3"`` (e4m3 ``[M, 56, 128]``,
+            needs ``q/k/v_descale``) or ``"nvfp4"`` (uint8 codes ``[M, 56, 64]`` and linear
+            ue4m3 scales ``q/k/v_sf`` ``[M, 56, 8]``, needs ``q/k/v_global_scale``).
+        q, k, v, q_sf, k_sf, v_sf: optional outputs (allocated when omitted).
+        *_descale, *_global_scale: floats or one-element fp32 device arrays (read on the device).
+        act_q, act_scale: optional workspaces, e4m3 ``[M, 5376]`` and fp32 ``[M]``.
+
+    Returns:
+        ``PreAttentionOutput(q, k, v, q_sf, k_sf, v_sf)``; the ``*_sf`` are None unless
+        ``"nvfp4"``.
+
+    Runs on sm_90a. No host sync; with every output and workspace supplied, no allocation.
+    NOTE: compile-checked; its GPU test has not run yet (2026-12-01).
+    """
+    from ..reference.pre_attention import PreAttentionOutput
+
+    eps = checks.check_positive_finite(eps, "eps")
+    checks.check_choice(out_mode, "out_mode", OUT_MODES)
+    xt, wt, st, ht, it, rows, stride = check_prologue_inputs(
+        x, x_norm_weight, adaln_scale, adaln_shift, adaln_index
+    )
+    dev, m = xt.device, xt.shape[0]
+    wq = interop.as_tensor(qkv_weight_q, "qkv_weight_q", fp8_as="e4m3")
+    checks.check_tensor(wq, "qkv_weight_q", "e4m3", (QKV_ROWS, D), dev)
+    ws = interop.as_tensor(qkv_weight_scale, "qkv_weight_scale")
+    checks.check_tensor(ws, "qkv_weight_scale", "float32", (QKV_ROWS,), dev)
+    qn = interop.as_tensor(q_norm_weight, "q_norm_weight")
+    checks.check_tensor(qn, "q_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
+    kn = interop.as_tensor(k_norm_weight, "k_norm_weight")
+    checks.check_tensor(kn, "k_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
+    cs = interop.as_tensor(rope_cos_sin, "rope_cos_sin")
+    checks.check_dtype(cs, "rope_cos_sin", "bf16")
+    checks.check_shape(cs, "rope_cos_sin", (None, ROPE_COLS), "(cache rows x 96)")
+    if cs.shape[0] < m:
+        raise ValueError(
+            f"rope_cos_sin: expected at least M = {m} rows (row m is token m's), got {cs.shape[0]}"
+        )
+    checks.check_tensor(cs, "rope_cos_sin", "bf16", (cs.shape[0], ROPE_COLS), dev, align=4)
+    descales = _kind_scalars(
+        (q_descale, k_descale, v_descale),
+        ("q_descale", "k_descale", "v_descale"),
+        dev,
+        out_mode == "e4m3",
+        out_mode,
+    )
+    gscales = _kind_scalars(
+        (q_global_scale, k_global_scale, v_global_scale),
+        ("q_global_scale", "k_global_scale", "v_global_scale"),
+        dev,
+        out_mode == "nvfp4",
+        out_mode,
+    )
+    scal = descales if out_mode == "e4m3" else gscales
+
+    def output(tv, name, fmt, shape, fp8=False):
+        if tv is None:
+            return interop.empty(shape, fmt, like=xt)
+        t = interop.as_tensor(tv, name, fp8_as="e4m3" if fp8 else None)
+        checks.check_tensor(t, name, fmt, shape, dev)
+        return t
+
+    if out_mode == "nvfp4":
+        outs = [output(t, n, "uint8", (m, HEADS, 64)) for t, n in ((q, "q"), (k, "k"), (v, "v"))]
+        sfs = [
+            output(t, n, "uint8", (m, HEADS, 8))
+            for t, n in ((q_sf, "q_sf"), (k_sf, "k_sf"), (v_sf, "v_sf"))
+        ]
+    else:
+        fmt = "bf16" if out_mode == "bf16" else "e4m3"
+        outs = [
+            output(t, n, fmt, (m, HEADS, HEAD_DIM), fp8=fmt == "e4m3")
+            for t, n in ((q, "q"), (k, "k"), (v, "v"))
+        ]
+        sfs = [None, None, None]
+    aq = output(act_q, "act_q", "e4m3", (m, D), fp8=True)
+    asc = output(act_scale, "act_scale", "float32", (m,))
+    target = arch.device_target(dev)
+    if target != "sm_90a":
+        raise RuntimeError(
+            f"minimax_h3_fp8_pre_attention runs on sm_90a (H100 / H200) in this version; this "
+            f"GPU is {target}"
+        )
+
+    # Launch 1: prologue with per-token FP8 of a.
+    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
+    # Launch 2: the FP8 QKV GEMM with the pre-attention epilogue and the output mode.
+    cluster = 2 if m > 256 else 1
+    mode = OUT_MODES.index(out_mode)
+    name = f"h3::pre_attention_fp8{'_x2' if cluster == 2 else ''}_sm90<{mode}>"
+    kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
+    desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 128)
+    desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 128 // cluster)
+    if out_mode == "nvfp4":
+        descs = [_out_map(t.ptr, m, HEADS * 64, "uint8", 64, 0) for t in outs]
+    elif out_mode == "e4m3":
+        descs = [_out_map(t.ptr, m, HEADS * HEAD_DIM, "uint8", 128, 128) for t in outs]
+    else:
+        descs = [_out_map(t.ptr, m, HEADS * HEAD_DIM, "bfloat16", 64, 128) for t in outs]
+    smem = gemm.wgmma_smem_bytes(128)
+    launch(
+        kernel,
+        gemm.engine_grid(kernel, m, QKV_ROWS, 128, cluster, smem, dev),
+        384,
+        (
+            desc_a,
+            desc_b,
+            *descs,
+            i32(m),
+            i32(D),
+            ptr(qn),
+            ptr(kn),
+            ptr(cs),
+            i32(cs.shape[0]),
+            ptr(asc),
+            ptr(ws),
+            *(ptr(t) for t in sfs),
+            *(ptr(t) for t, _ in scal),
+            *(f32(h) for _, h in scal),
+            f32(eps),
+        ),
+        tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs]
+        + [t for t in sfs if t is not None]
+        + [t for t, _ in scal if t is not None],
+        smem=smem,
+    )
+    ex = interop.export
+    return PreAttentionOutput(
+        *(ex(t) for t in outs), *((ex(t) if t is not None else None) for t in sfs)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _out_map(out_ptr: int, m: int, cols: int, dtype: str, box_cols: int, swizzle: int):
+    """2-D tensor map of an output viewed as ``[M, cols]`` with boxes of ``box_cols`` x 64 rows."""
+    from ..core import tma
+
+    esize = 2 if dtype == "bfloat16" else 1
+    return tma.encode_2d(out_ptr, dtype, cols, m, cols * esize, box_cols, 64, swizzle)
