@@ -194,3 +194,18 @@ def test_pre_attention_fp8_sass():
         assert any(o.startswith("QGMMA.64") for o in c), sorted(c)
         assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
         assert not any(o.startswith(("LDL", "STL")) for o in c), name
+
+
+def test_out_proj_fp8_sass():
+    """The FP8 out_proj GEMM: FP8 warpgroup MMAs, multicast B in the cluster variant, TMA store of
+    the gated residual, no local memory."""
+    from h3cupy.ops import out_proj
+
+    ops = sass.opcodes(sass.disassemble(out_proj.OUT_PROJ, "sm_90a"))
+    assert len(ops) == 2
+    for name, c in ops.items():
+        assert any(o.startswith("QGMMA.64") for o in c), sorted(c)
+        assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
+        if "x2" in name:
+            assert any(o.startswith("UTMALDG.2D.MULTICAST") for o in c), sorted(c)
+        assert not any(o.startswith(("LDL", "STL")) for o in c), name

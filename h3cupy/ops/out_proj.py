@@ -1,0 +1,141 @@
+"""``minimax_h3_fp8_out_proj`` (SPEC.md §5): quantize ``attn_out`` per token, project with the
+FP8 O weight, and add the gated residual.
+
+    act_q, act_scale = per-token FP8 of attn_out        (s = max(amax, 1e-12) / 448, true division)
+    o   = bf16((acc * act_scale[m]) * w_scale[n])        (acc: fp32, FP8 wgmma with fp32 promotion)
+    out = bf16(residual + bf16(gate[i] * o)),  i = gate_index[m];  out = residual when i is invalid
+
+Two launches in this version (the quantization, then the GEMM with the gated-residual epilogue,
+``cuda_src/kernels/out_proj.cu``); the single-launch form of the issue (spare producer warps
+quantizing tiles) is the next step. ``out`` may be ``residual``.
+"""
+
+from __future__ import annotations
+
+from ..core import arch, checks, interop, jit
+from ..core.launch import i32, i64, launch, ptr
+from . import gemm
+
+ATTN, D = 7168, 5376
+
+OUT_PROJ = jit.ModuleSpec(
+    "kernels/out_proj.cu", ("h3::out_proj_fp8_x2_sm90", "h3::out_proj_fp8_sm90")
+)
+
+
+def minimax_h3_fp8_out_proj(
+    attn_out,
+    o_weight_q,
+    o_weight_scale,
+    gate,
+    gate_index,
+    residual,
+    *,
+    out=None,
+    act_q=None,
+    act_scale=None,
+):
+    """The W8A8 attention output projection with the fused gated residual (SPEC.md §5).
+
+    Args:
+        attn_out: bf16 ``[M, 7168]`` contiguous (column ``h*128 + d``).
+        o_weight_q: e4m3 (or uint8 codes) ``[5376, 7168]`` and o_weight_scale fp32 ``[5376]`` from
+            :func:`h3cupy.quantize_minimax_h3_o_weight_fp8`.
+        gate: bf16 ``[rows, 5376]`` table, rows >= 1, unit column stride, row stride a multiple of
+            8 elements (a column chunk of the modulation projection is fine), 16-byte aligned.
+        gate_index: int32 or int64 ``[M]``; an index outside ``[0, rows)`` gives
+            ``out = residual`` exactly (guarded on the device).
+        residual: bf16 ``[M, 5376]`` contiguous.
+        out: optional bf16 ``[M, 5376]``; may be ``residual`` itself.
+        act_q, act_scale: optional workspaces, e4m3 ``[M, 7168]`` and fp32 ``[M]`` (filled with
+            the per-token FP8 of ``attn_out``).
+
+    Returns:
+        ``out``.
+
+    Runs on sm_90a. No host sync; no allocation when ``out`` and the workspaces are given.
+    NOTE: compile-checked; its GPU test has not run yet (2026-12-01).
+    """
+    from ..weights import _kernel as quant_kernel
+
+    at = interop.as_tensor(attn_out, "attn_out")
+    dev = at.device
+    checks.check_dtype(at, "attn_out", "bf16")
+    checks.check_shape(at, "attn_out", (None, ATTN), "(tokens x 56 heads * 128)")
+    m = at.shape[0]
+    if m < 1:
+        raise ValueError("attn_out: expected M >= 1 rows, got 0")
+    checks.check_tensor(at, "attn_out", "bf16", (m, ATTN), dev)
+    wq = interop.as_tensor(o_weight_q, "o_weight_q", fp8_as="e4m3")
+    checks.check_tensor(wq, "o_weight_q", "e4m3", (D, ATTN), dev)
+    ws = interop.as_tensor(o_weight_scale, "o_weight_scale")
+    checks.check_tensor(ws, "o_weight_scale", "float32", (D,), dev)
+    gt = interop.as_tensor(gate, "gate")
+    rows, gstride = checks.check_table(gt, "gate", D, dev)
+    it = interop.as_tensor(gate_index, "gate_index")
+    checks.check_tensor(it, "gate_index", ("int32", "int64"), (m,), dev, align=it.itemsize)
+    rt = interop.as_tensor(residual, "residual")
+    checks.check_tensor(rt, "residual", "bf16", (m, D), dev)
+    if out is None:
+        ot = interop.empty((m, D), "bf16", like=at)
+    else:
+        ot = interop.as_tensor(out, "out")
+        checks.check_tensor(ot, "out", "bf16", (m, D), dev)
+
+    def ws_out(t, name, fmt, shape, fp8=False):
+        if t is None:
+            return interop.empty(shape, fmt, like=at)
+        tt = interop.as_tensor(t, name, fp8_as="e4m3" if fp8 else None)
+        checks.check_tensor(tt, name, fmt, shape, dev)
+        return tt
+
+    aq = ws_out(act_q, "act_q", "e4m3", (m, ATTN), fp8=True)
+    asc = ws_out(act_scale, "act_scale", "float32", (m,))
+    target = arch.device_target(dev)
+    if target != "sm_90a":
+        raise RuntimeError(
+            f"minimax_h3_fp8_out_proj runs on sm_90a (H100 / H200) in this version; this GPU is "
+            f"{target}"
+        )
+
+    # Launch 1: per-token FP8 of attn_out (one CTA per row).
+    launch(
+        quant_kernel("quantize_rows_fp8_smxx", dev),
+        m,
+        256,
+        (ptr(at), i32(ATTN), ptr(None), ptr(aq), ptr(asc)),
+        tensors=[at, aq, asc],
+    )
+    # Launch 2: the FP8 GEMM with the gated-residual epilogue.
+    cluster = 2 if m > 256 else 1
+    tile_n = 192 if cluster == 2 else 128
+    name = "h3::out_proj_fp8_x2_sm90" if cluster == 2 else "h3::out_proj_fp8_sm90"
+    kernel = jit.get_kernel(OUT_PROJ, name, target)
+    desc_a = gemm._tensor_map(aq.ptr, "uint8", ATTN, m, ATTN, 128)
+    desc_b = gemm._tensor_map(wq.ptr, "uint8", ATTN, D, ATTN, tile_n // cluster)
+    desc_out = gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64)
+    smem = gemm.wgmma_smem_bytes(tile_n)
+    launch(
+        kernel,
+        gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev),
+        384,
+        (
+            desc_a,
+            desc_b,
+            desc_out,
+            i32(m),
+            i32(D),
+            i32(ATTN),
+            ptr(asc),
+            ptr(ws),
+            ptr(rt),
+            ptr(gt),
+            i64(gstride),
+            i64(rows),
+            ptr(it),
+            i32(1 if it.fmt == "int64" else 0),
+        ),
+        tensors=[at, aq, asc, wq, ws, gt, it, rt, ot],
+        smem=smem,
+    )
+    return interop.export(ot)
