@@ -610,3 +610,114 @@ def check_out_proj_fp8(
             )
         )
     return checks
+
+
+def check_mlp_fp8(
+    m: int,
+    rng: np.random.Generator | None = None,
+    *,
+    alias: str | None = None,
+    index_dtype=np.int64,
+    max_ref_rows: int = 96,
+) -> list[Check]:
+    """``minimax_h3_mlp_fp8_sm120`` (SPEC §6) against the reference consuming the kernel's own
+    quantized intermediates: y (from the kernel's a_q / a_scale) and out (from its y_q / y_scale)
+    within ``1e-2 + 1.6e-2*mag + 2*ulp_bf16(mag)`` with at most max(4, 2e-7*numel) violations
+    (SPEC §8, MLP); y_q / y_scale bit-exact to the host per-token FP8 of the kernel's own y
+    (y_scale = RN(max(amax, 1e-12) / 448)); invalid-index rows equal residual exactly.
+    ``alias``: None, "residual" or "x" (the buffer passed as ``out``)."""
+    import cupy
+
+    from .ops.mlp import minimax_h3_mlp_fc2_flags_sm120, minimax_h3_mlp_fp8_sm120
+
+    rng = rng or np.random.default_rng()
+    host = ref_inputs.mlp_inputs(m, rows=9, index_dtype=index_dtype, rng=rng)
+    w1q, w1s = formats.fp8_quantize_per_channel(formats.fc1_prepack_rows(host["fc1_weight"]))
+    w2q, w2s = formats.fp8_quantize_per_channel(host["fc2_weight"])
+    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index", "gate", "residual")
+    dev = {k: upload(host[k]) for k in keys}
+    ws = {
+        "workspace_a_q": cupy.empty((m, D), np.uint8),
+        "workspace_a_scale": cupy.empty((m,), np.float32),
+        "workspace_y": cupy.empty((m, 14336), formats.BF16),
+        "workspace_y_q": cupy.empty((m, 14336), np.uint8),
+        "workspace_y_scale": cupy.empty((m,), np.float32),
+        "workspace_flags": cupy.full((minimax_h3_mlp_fc2_flags_sm120(m),), 7, np.int32),
+    }
+    poison(*(v for k, v in ws.items() if k != "workspace_flags"))
+    out = dev[alias] if alias else cupy.empty((m, D), formats.BF16)
+    if not alias:
+        poison(out)
+    minimax_h3_mlp_fp8_sm120(
+        *(dev[k] for k in keys),
+        cupy.asarray(w1q),
+        cupy.asarray(w1s),
+        cupy.asarray(w2q),
+        cupy.asarray(w2s),
+        out=out,
+        **ws,
+    )
+    shape = f"M={m}{' out=' + alias if alias else ''}"
+    y = download(ws["workspace_y"])
+    yq, ys = download(ws["workspace_y_q"]), download(ws["workspace_y_scale"])
+    want_yq, want_ys = formats.fp8_quantize_per_token(y)
+    checks = [
+        exact("mlp_fp8", shape, "y_q vs host FP8 of the kernel's y", yq, want_yq),
+        exact("mlp_fp8", shape, "y_scale vs host FP8 of the kernel's y", ys, want_ys),
+        exact(
+            "mlp_fp8",
+            shape,
+            "flags zeroed",
+            download(ws["workspace_flags"]),
+            np.zeros(minimax_h3_mlp_fc2_flags_sm120(m), np.int32),
+        ),
+    ]
+    rows = np.arange(m)
+    if m > max_ref_rows:
+        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, 0]
+        rows = np.unique(np.concatenate([rng.choice(m, max_ref_rows, replace=False), tail]))
+    aq, asc = download(ws["workspace_a_q"])[rows], download(ws["workspace_a_scale"])[rows]
+    ref = reference.minimax_h3_mlp_fp8_sm120(
+        host["x"][rows],
+        host["x_norm_weight"],
+        host["adaln_scale"],
+        host["adaln_shift"],
+        host["adaln_index"][rows],
+        host["gate"],
+        host["residual"][rows],
+        w1q,
+        w1s,
+        w2q,
+        w2s,
+        a_q=aq,
+        a_scale=asc,
+        y_q=yq[rows],
+        y_scale=ys[rows],
+    )
+
+    def mlp_close(what, got, want, res=None):
+        got = np.asarray(got, np.float64)
+        want = np.asarray(want, np.float64)
+        mag = np.abs(want) if res is None else np.maximum(np.abs(want), np.abs(want - res))
+        bound = 1e-2 + 1.6e-2 * mag + 2 * formats.bf16_ulp(mag)
+        bad = int(np.count_nonzero(~(np.abs(got - want) <= bound)))
+        allowed = max(4, int(2e-7 * want.size))
+        return Check("mlp_fp8", shape, f"{what} violations", bad, allowed, bad <= allowed)
+
+    checks.append(mlp_close("y", y[rows].astype(np.float32), ref.y))
+    got = download(out)
+    res = host["residual"][rows].astype(np.float64)
+    checks.append(mlp_close("out", got[rows].astype(np.float32), ref.out, res))
+    idx = host["adaln_index"].astype(np.int64)
+    invalid = np.nonzero((idx < 0) | (idx >= 9))[0]
+    if invalid.size:
+        checks.append(
+            exact(
+                "mlp_fp8",
+                shape,
+                "invalid-index rows vs residual",
+                got[invalid],
+                host["residual"][invalid],
+            )
+        )
+    return checks

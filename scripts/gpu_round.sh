@@ -31,7 +31,7 @@ PYTEST=(python3 -m pytest -q -rs -p no:cacheprovider)
 if [ "$MODE" = new ]; then
   run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "pingpong or mma_tma or nvfp4"
   run 500 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k "pingpong or mma_backend or fp8"
-  run 400 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py
+  run 400 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py tests/test_mlp_gpu.py
   run 120 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
   run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --m 4824 38592 --fmt bf16 \
     --backend wgmma256x2 wgmma128x2pp mma_tma --reps 10 --json "$OUT/bench_gemm.json"

@@ -7,6 +7,7 @@ import pytest
 
 import h3cupy  # noqa: F401  (registers every ModuleSpec)
 import h3cupy.ops.gemm  # noqa: F401  (also registers the GEMM modules)
+import h3cupy.ops.mlp  # noqa: F401
 import h3cupy.ops.out_proj  # noqa: F401
 import h3cupy.ops.pre_attention  # noqa: F401
 import h3cupy.ops.prologue  # noqa: F401

@@ -209,3 +209,15 @@ def test_out_proj_fp8_sass():
         if "x2" in name:
             assert any(o.startswith("UTMALDG.2D.MULTICAST") for o in c), sorted(c)
         assert not any(o.startswith(("LDL", "STL")) for o in c), name
+
+
+def test_mlp_fc1_sass():
+    """FC1 with the SwiGLU epilogue: FP8 warpgroup MMAs, TMA store of y, no local memory."""
+    from h3cupy.ops import mlp
+
+    ops = sass.opcodes(sass.disassemble(mlp.MLP, "sm_90a"))
+    assert len(ops) == 2
+    for name, c in ops.items():
+        assert any(o.startswith("QGMMA.64") for o in c), sorted(c)
+        assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
+        assert not any(o.startswith(("LDL", "STL")) for o in c), name

@@ -304,6 +304,9 @@ template <int kAcc, class StoreBox>
 H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_id,
                                    const StoreBox& store) {
   constexpr int kGroups = kAcc / 4;  // 8-column groups
+  // NOTE: boxes are 64 columns wide; a partly filled box would store stale staging bytes into
+  // the next tile's columns.
+  static_assert(kGroups % 8 == 0, "the fragment must fill whole 64-column boxes");
   const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
   const u32 base = smem_addr(staging);
 #pragma unroll

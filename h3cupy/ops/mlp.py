@@ -1,0 +1,205 @@
+"""``minimax_h3_mlp_fp8_sm120`` (SPEC.md §6): the FP8 MLP block of MiniMax-H3.
+
+    a        = prologue(x; adaln_scale, adaln_shift, adaln_index)       (0 on invalid rows)
+    a_q, s_a = per-token FP8 of a                                        (true division)
+    h        = bf16((acc1 * s_a[m]) * w1_scale[n])                       (prepacked FC1 rows)
+    y        = bf16(bf16(silu(h_gate)) * h_up)                           [M, 14336]
+    y_q, s_y = per-token FP8 of y                                        (true division)
+    o        = bf16((acc2 * s_y[m]) * w2_scale[n])
+    out      = bf16(residual + bf16(gate[i] * o)),  out = residual on invalid rows
+
+Four launches in this version: the prologue (FP8), FC1 with the SwiGLU epilogue
+(``cuda_src/kernels/mlp.cu``), the per-token FP8 of y, and FC2 with the gated-residual epilogue
+(``out_proj.cu``). The seed's FC2 that quantizes y tile by tile behind ready flags is the next
+step; ``workspace_flags`` is accepted, checked and zeroed already.
+"""
+
+from __future__ import annotations
+
+from ..core import arch, checks, interop, jit
+from ..core.launch import i32, i64, launch, ptr
+from . import gemm, out_proj
+from .prologue import D, check_prologue_inputs, launch_prologue
+
+FFN = 14336
+MLP = jit.ModuleSpec("kernels/mlp.cu", ("h3::mlp_fc1_fp8_x2_sm90", "h3::mlp_fc1_fp8_sm90"))
+FP8_MMA_FORMS = (-1, 0, 2)
+
+
+def minimax_h3_mlp_fc2_flags_sm120(m: int) -> int:
+    """Length of the int32 ``workspace_flags`` the MLP op expects for ``m`` tokens: one ready flag
+    per 128-row tile of y."""
+    if int(m) < 1:
+        raise ValueError(f"m: expected M >= 1, got {m}")
+    return -(-int(m) // 128)
+
+
+def minimax_h3_mlp_fp8_sm120(
+    x,
+    x_norm_weight,
+    adaln_scale,
+    adaln_shift,
+    adaln_index,
+    gate,
+    residual,
+    fc1_weight_q,
+    fc1_weight_scale,
+    fc2_weight_q,
+    fc2_weight_scale,
+    *,
+    out=None,
+    workspace_a_q=None,
+    workspace_a_scale=None,
+    workspace_y=None,
+    workspace_y_q=None,
+    workspace_y_scale=None,
+    workspace_flags=None,
+    eps: float = 1e-5,
+    fp8_mma_form: int = -1,
+):
+    """The W8A8 MLP block (SPEC.md §6).
+
+    Args:
+        x: bf16 ``[M, 5376]``; x_norm_weight: bf16 ``[5376]``.
+        adaln_scale, adaln_shift, gate: bf16 ``[rows, 5376]`` tables sharing one row count
+            (strided column chunks allowed).
+        adaln_index: int32 or int64 ``[M]``; an index outside ``[0, rows)`` gives ``a = 0`` and
+            ``out = residual`` exactly.
+        residual: bf16 ``[M, 5376]``.
+        fc1_weight_q, fc1_weight_scale: e4m3 ``[28672, 5376]`` + fp32 ``[28672]`` in the
+            prepacked row order (:func:`h3cupy.prepare_minimax_h3_fc1_weight_fp8`).
+        fc2_weight_q, fc2_weight_scale: e4m3 ``[5376, 14336]`` + fp32 ``[5376]``
+            (:func:`h3cupy.prepare_minimax_h3_fc2_weight_fp8`).
+        out: optional bf16 ``[M, 5376]``; may be ``residual`` or ``x``.
+        workspace_*: optional caller-owned buffers: a_q e4m3 ``[M, 5376]``, a_scale fp32 ``[M]``,
+            y bf16 ``[M, 14336]``, y_q e4m3 ``[M, 14336]``, y_scale fp32 ``[M]``, flags int32
+            ``[minimax_h3_mlp_fc2_flags_sm120(M)]`` (zeroed by the op).
+        eps: RMSNorm epsilon (positive, finite).
+        fp8_mma_form: -1 (per board), 0 (legacy e4m3 mma.sync) or 2 (``kind::mxf8f6f4``); selects
+            the SM120 instruction form; validated and ignored on sm_90a (wgmma).
+
+    Returns:
+        ``out``.
+
+    Runs on sm_90a in this version. NOTE: compile-checked; its GPU test has not run yet
+    (2026-12-01).
+    """
+    from ..weights import _kernel as quant_kernel
+
+    eps = checks.check_positive_finite(eps, "eps")
+    checks.check_choice(fp8_mma_form, "fp8_mma_form", FP8_MMA_FORMS)
+    xt, wt, st, ht, it, rows, stride = check_prologue_inputs(
+        x, x_norm_weight, adaln_scale, adaln_shift, adaln_index
+    )
+    dev, m = xt.device, xt.shape[0]
+    gt = interop.as_tensor(gate, "gate")
+    g_rows, g_stride = checks.check_table(gt, "gate", D, dev)
+    if g_rows != rows:
+        raise ValueError(
+            f"gate: expected the AdaLN tables' row count {rows}, got {g_rows}; pass the gate "
+            "chunk of the same modulation projection"
+        )
+    rt = interop.as_tensor(residual, "residual")
+    checks.check_tensor(rt, "residual", "bf16", (m, D), dev)
+    w1 = interop.as_tensor(fc1_weight_q, "fc1_weight_q", fp8_as="e4m3")
+    checks.check_tensor(w1, "fc1_weight_q", "e4m3", (2 * FFN, D), dev)
+    s1 = interop.as_tensor(fc1_weight_scale, "fc1_weight_scale")
+    checks.check_tensor(s1, "fc1_weight_scale", "float32", (2 * FFN,), dev)
+    w2 = interop.as_tensor(fc2_weight_q, "fc2_weight_q", fp8_as="e4m3")
+    checks.check_tensor(w2, "fc2_weight_q", "e4m3", (D, FFN), dev)
+    s2 = interop.as_tensor(fc2_weight_scale, "fc2_weight_scale")
+    checks.check_tensor(s2, "fc2_weight_scale", "float32", (D,), dev)
+
+    def buf(t, name, fmt, shape, fp8=False):
+        if t is None:
+            return interop.empty(shape, fmt, like=xt)
+        tt = interop.as_tensor(t, name, fp8_as="e4m3" if fp8 else None)
+        checks.check_tensor(tt, name, fmt, shape, dev)
+        return tt
+
+    ot = buf(out, "out", "bf16", (m, D))
+    aq = buf(workspace_a_q, "workspace_a_q", "e4m3", (m, D), fp8=True)
+    asc = buf(workspace_a_scale, "workspace_a_scale", "float32", (m,))
+    yt = buf(workspace_y, "workspace_y", "bf16", (m, FFN))
+    yq = buf(workspace_y_q, "workspace_y_q", "e4m3", (m, FFN), fp8=True)
+    ysc = buf(workspace_y_scale, "workspace_y_scale", "float32", (m,))
+    ft = None
+    if workspace_flags is not None:
+        ft = buf(workspace_flags, "workspace_flags", "int32", (minimax_h3_mlp_fc2_flags_sm120(m),))
+    target = arch.device_target(dev)
+    if target != "sm_90a":
+        raise RuntimeError(
+            f"minimax_h3_mlp_fp8_sm120 runs on sm_90a (H100 / H200) in this version; this GPU "
+            f"is {target}"
+        )
+
+    if ft is not None:
+        from ..core.launch import stream
+
+        with stream([xt]):
+            ft.raw.fill(0)
+    # 1. Prologue with per-token FP8 of a.
+    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
+    # 2. FC1 with the SwiGLU epilogue -> y.
+    cluster = 2 if m > 256 else 1
+    kernel = jit.get_kernel(
+        MLP, "h3::mlp_fc1_fp8_x2_sm90" if cluster == 2 else "h3::mlp_fc1_fp8_sm90", target
+    )
+    smem = gemm.wgmma_smem_bytes(128)
+    launch(
+        kernel,
+        gemm.engine_grid(kernel, m, 2 * FFN, 128, cluster, smem, dev),
+        384,
+        (
+            gemm._tensor_map(aq.ptr, "uint8", D, m, D, 128),
+            gemm._tensor_map(w1.ptr, "uint8", D, 2 * FFN, D, 128 // cluster),
+            gemm._tensor_map(yt.ptr, "bfloat16", FFN, m, FFN * 2, 64),
+            i32(m),
+            i32(2 * FFN),
+            i32(D),
+            ptr(asc),
+            ptr(s1),
+        ),
+        tensors=[aq, asc, w1, s1, yt],
+        smem=smem,
+    )
+    # 3. Per-token FP8 of y.
+    launch(
+        quant_kernel("quantize_rows_fp8_smxx", dev),
+        m,
+        256,
+        (ptr(yt), i32(FFN), ptr(None), ptr(yq), ptr(ysc)),
+        tensors=[yt, yq, ysc],
+    )
+    # 4. FC2 with the gated-residual epilogue (the out_proj kernels, K = 14336).
+    tile_n = 192 if cluster == 2 else 128
+    kernel2 = jit.get_kernel(
+        out_proj.OUT_PROJ,
+        "h3::out_proj_fp8_x2_sm90" if cluster == 2 else "h3::out_proj_fp8_sm90",
+        target,
+    )
+    smem2 = gemm.wgmma_smem_bytes(tile_n)
+    launch(
+        kernel2,
+        gemm.engine_grid(kernel2, m, D, tile_n, cluster, smem2, dev),
+        384,
+        (
+            gemm._tensor_map(yq.ptr, "uint8", FFN, m, FFN, 128),
+            gemm._tensor_map(w2.ptr, "uint8", FFN, D, FFN, tile_n // cluster),
+            gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64),
+            i32(m),
+            i32(D),
+            i32(FFN),
+            ptr(ysc),
+            ptr(s2),
+            ptr(rt),
+            ptr(gt),
+            i64(g_stride),
+            i64(rows),
+            ptr(it),
+            i32(1 if it.fmt == "int64" else 0),
+        ),
+        tensors=[yq, ysc, w2, s2, rt, gt, it, ot],
+        smem=smem2,
+    )
+    return interop.export(ot)

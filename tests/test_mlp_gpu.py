@@ -1,0 +1,68 @@
+"""GPU: minimax_h3_mlp_fp8_sm120 against the reference (SPEC §6, bounds §8 MLP): y and out within
+1e-2 + 1.6e-2*mag + 2*ulp_bf16(mag) with at most max(4, 2e-7*numel) violations, the reference
+consuming the kernel's own a_q / a_scale and y_q / y_scale; y_q / y_scale bit-exact to the host FP8
+of the kernel's y; invalid-index rows equal residual exactly; out aliasing residual or x.
+Workspaces and outputs NaN-poisoned first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def _need_sm90():
+    from h3cupy.core import arch
+
+    if arch.current_target() != "sm_90a":
+        pytest.skip("the MLP op runs on sm_90a in this version")
+
+
+@pytest.mark.parametrize("m", (1, 127, 129, 255, 257, 4097, 4824))
+def test_mlp_fp8(m, rng):
+    from h3cupy.verify import check_mlp_fp8
+
+    _need_sm90()
+    results = check_mlp_fp8(m, rng, index_dtype=np.int64 if m % 2 else np.int32)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("alias", ("residual", "x"))
+def test_mlp_fp8_out_aliasing(alias, rng):
+    from h3cupy.verify import check_mlp_fp8
+
+    _need_sm90()
+    results = check_mlp_fp8(257, rng, alias=alias)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+def test_mlp_errors(rng):
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops.mlp import minimax_h3_mlp_fc2_flags_sm120
+    from h3cupy.ops.mlp import minimax_h3_mlp_fp8_sm120 as op
+
+    _need_sm90()
+    m = 32
+    x = cupy.zeros((m, 5376), formats.BF16)
+    w = cupy.ones((5376,), formats.BF16)
+    tab = cupy.zeros((9, 5376), formats.BF16)
+    idx = cupy.zeros((m,), np.int64)
+    w1 = cupy.zeros((28672, 5376), np.uint8)
+    s1 = cupy.ones((28672,), np.float32)
+    w2 = cupy.zeros((5376, 14336), np.uint8)
+    s2 = cupy.ones((5376,), np.float32)
+    args = (x, w, tab, tab, idx, tab, x, w1, s1, w2, s2)
+    with pytest.raises(ValueError, match=r"fp8_mma_form: expected one of"):
+        op(*args, fp8_mma_form=1)
+    with pytest.raises(ValueError, match=r"gate: expected the AdaLN tables' row count 9"):
+        op(*args[:5], tab[:4], *args[6:])
+    with pytest.raises(ValueError, match=r"workspace_flags: expected shape \[1\]"):
+        op(*args, workspace_flags=cupy.zeros((5,), np.int32))
+    with pytest.raises(ValueError, match=r"eps: expected a positive finite float"):
+        op(*args, eps=0.0)
+    assert minimax_h3_mlp_fc2_flags_sm120(129) == 2
