@@ -26,3 +26,20 @@ def test_quickstart_runs():
         assert "compiled kernels/prologue.cu for sm_120a" in out
     else:
         assert "False" not in out, out  # every bit-exactness line printed True
+
+
+def test_pre_attention_example_runs():
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "pre_attention.py"), "257", "8"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    if "No CUDA GPU here" in res.stdout:
+        assert "compiled kernels/pre_attention.cu for sm_120a" in res.stdout
+    else:
+        worst = [float(line.split("=")[-1]) for line in res.stdout.splitlines() if "worst" in line]
+        assert worst and max(worst) <= 1.0, res.stdout
