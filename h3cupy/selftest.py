@@ -46,6 +46,17 @@ def main(argv: list[str] | None = None) -> int:
         results += verify.check_prologue(m, rows, np.int64, rng, formats_=fmts)
     if arch.supports_fp8(target) and not args.quick:
         results += verify.check_weight_helpers(rng)
+    if target in ("sm_90a", "sm_120a"):
+        # The BF16 pre-attention op (wgmma on sm_90a, the mma.sync back end on sm_120a).
+        for m in (129,) + (() if args.quick else (4824,)):
+            results += verify.check_pre_attention_bf16(m, (8, 1), rng)
+    if target == "sm_90a":
+        # The FP8 ops (sm_90a in this version).
+        for m in (129,) + (() if args.quick else (4824,)):
+            for mode in ("bf16", "e4m3", "nvfp4"):
+                results += verify.check_pre_attention_fp8(m, mode, rng)
+            results += verify.check_out_proj_fp8(m, rng)
+            results += verify.check_mlp_fp8(m, rng)
     print(f"{'op':<34} {'shape':<28} {'metric':<26} {'value':>11} {'bound':>10}  result")
     for r in results:
         print(r.row())
