@@ -36,6 +36,7 @@ if [ "$MODE" = new ]; then
   run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --m 4824 38592 --fmt bf16 \
     --backend wgmma256x2 wgmma128x2pp mma_tma --reps 10 --json "$OUT/bench_gemm.json"
   run 240 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
+  run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
 else
   run 900 "$OUT/tests.log" "${PYTEST[@]}" tests
   run 300 "$OUT/selftest.log" python3 -m h3cupy.selftest
@@ -44,6 +45,7 @@ else
   run 300 "$OUT/bench.log" python3 benchmarks/gemm.py --m 129 4824 38592 \
     --backend wgmma mma_sync mma_tma --json "$OUT/bench_gemm.json"
   run 240 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
+  run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
 fi
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status

@@ -1,0 +1,257 @@
+"""Benchmark: the W8A8 operators at the production centres (T = 38592 tokens over P ranks:
+M = 4824, 9648, 19296, 38592) against the chains a user would assemble, in one run (CUDA-graph
+replays, interleaved, median):
+
+* ``fp8_pre_attention`` (out_mode bf16) vs the torch chain (RMSNorm + AdaLN + per-token FP8 +
+  ``torch._scaled_mm`` row-wise + Q/K RMSNorm + RoPE), eager and torch.compile, and the bare
+  ``_scaled_mm``;
+* ``fp8_out_proj`` vs per-token FP8 + ``_scaled_mm`` + gated residual (eager, compile) and the bare
+  ``_scaled_mm``;
+* ``mlp_fp8`` vs prologue + FP8 + FC1 ``_scaled_mm`` + SwiGLU + FP8 + FC2 ``_scaled_mm`` + gated
+  residual (eager, compile) and the two bare ``_scaled_mm``.
+
+    PYTHONPATH=. python3 benchmarks/ops_fp8.py --json out.json [--m 4824 38592] [--ops ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+
+import numpy as np
+
+D, ATTN, FFN, QKV = 5376, 7168, 14336, 21504
+
+
+def fp8_rows(t):
+    """Per-token FP8 in torch: codes and fp32 [M, 1] scales (s = max(amax, 1e-12) / 448)."""
+    import torch
+
+    s = t.float().abs().amax(1, keepdim=True).clamp_min(1e-12) / 448
+    return (t.float() / s).to(torch.float8_e4m3fn), s
+
+
+def scaled_mm(aq, sa, wq, sw):
+    import torch
+
+    return torch._scaled_mm(aq, wq.t(), scale_a=sa, scale_b=sw.t(), out_dtype=torch.bfloat16)
+
+
+def prologue(x, w, scale, shift, idx, eps=1e-5):
+    import torch
+
+    rows = scale.shape[0]
+    xf = x.float()
+    n = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).bfloat16()
+    valid = (idx >= 0) & (idx < rows)
+    i = idx.clamp(0, rows - 1)
+    a = torch.addcmul(shift[i].float(), n.float(), (scale[i].float() + 1).bfloat16().float())
+    return torch.where(valid[:, None], a.bfloat16(), torch.zeros_like(x))
+
+
+def gated(o, gate, idx, residual):
+    import torch
+
+    rows = gate.shape[0]
+    valid = (idx >= 0) & (idx < rows)
+    g = gate[idx.clamp(0, rows - 1)]
+    out = (residual.float() + (g.float() * o.float()).bfloat16().float()).bfloat16()
+    return torch.where(valid[:, None], out, residual)
+
+
+def chain_pre(x, w, scale, shift, idx, wq, ws, qn, kn, cs):
+    import torch
+
+    m = x.shape[0]
+    aq, sa = fp8_rows(prologue(x, w, scale, shift, idx))
+    y = scaled_mm(aq, sa, wq, ws).view(m, 3, 56, 128)
+    c, s = cs[:m, None, :48].float(), cs[:m, None, 48:96].float()
+
+    def norm_rope(t, g):
+        tf = t.float()
+        t = (tf * torch.rsqrt(tf.pow(2).mean(-1, keepdim=True) + 1e-5) * g.float()).bfloat16()
+        lo, hi = t[..., :48].float(), t[..., 48:96].float()
+        return torch.cat(
+            [(lo * c - hi * s).bfloat16(), (hi * c + lo * s).bfloat16(), t[..., 96:]], -1
+        )
+
+    return norm_rope(y[:, 0], qn), norm_rope(y[:, 1], kn), y[:, 2]
+
+
+def chain_out_proj(attn, wq, ws, gate, idx, residual):
+    aq, sa = fp8_rows(attn)
+    return gated(scaled_mm(aq, sa, wq, ws), gate, idx, residual)
+
+
+def chain_mlp(x, w, scale, shift, idx, gate, residual, w1q, w1s, w2q, w2s):
+    import torch
+
+    aq, sa = fp8_rows(prologue(x, w, scale, shift, idx))
+    h = scaled_mm(aq, sa, w1q, w1s)  # natural [gate; up] order for the chain
+    g, u = h[:, :FFN].float(), h[:, FFN:].float()
+    y = ((g / (1 + torch.exp(-g))).bfloat16().float() * u).bfloat16()
+    yq, sy = fp8_rows(y)
+    return gated(scaled_mm(yq, sy, w2q, w2s), gate, idx, residual)
+
+
+def run(op: str, m: int, compile_: bool, reps: int) -> dict:
+    import torch
+
+    import h3cupy
+    from h3cupy import formats
+    from h3cupy.reference import inputs
+    from h3cupy.testing import bench_graphs
+
+    rng = np.random.default_rng(0)
+    host = inputs.prologue_inputs(m, rows=9, rng=rng)
+
+    def dev(a):
+        a = np.ascontiguousarray(a)
+        if a.dtype.name == "bfloat16":
+            return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+        return torch.from_numpy(a).cuda()
+
+    mod = dev(host["modulation"])
+    x, w, idx = dev(host["x"]), dev(host["x_norm_weight"]), dev(host["adaln_index"])
+    shift, scale, gate = mod[:, 0:D], mod[:, D : 2 * D], mod[:, 2 * D : 3 * D]
+    residual = torch.randn(m, D, device="cuda").bfloat16()
+
+    def wfp8(n, k):
+        wt = (torch.randn(n, k, device="cuda") * 0.01).bfloat16()
+        q, s = fp8_rows(wt)
+        return q, s  # codes [n, k] e4m3, scales [n, 1]
+
+    fns = {}
+    if op == "pre_attention":
+        wq, ws = wfp8(QKV, D)
+        qn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
+        kn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
+        cs = dev(inputs.rope_cache(m))
+        outs = [torch.empty(m, 56, 128, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+        aq_ws = torch.empty(m, D, dtype=torch.float8_e4m3fn, device="cuda")
+        as_ws = torch.empty(m, dtype=torch.float32, device="cuda")
+        ws1 = ws.reshape(-1).contiguous()
+        fns["h3"] = lambda i: h3cupy.minimax_h3_fp8_pre_attention(
+            x,
+            w,
+            scale,
+            shift,
+            idx,
+            wq,
+            ws1,
+            qn,
+            kn,
+            cs,
+            q=outs[0],
+            k=outs[1],
+            v=outs[2],
+            act_q=aq_ws,
+            act_scale=as_ws,
+        )
+        args = (x, w, scale, shift, idx, wq, ws, qn, kn, cs)
+        chain = chain_pre
+        a_in, s_in = fp8_rows(torch.randn(m, D, device="cuda").bfloat16())
+        fns["gemm"] = lambda i: scaled_mm(a_in, s_in, wq, ws)
+        flops = 2.0 * m * QKV * D
+    elif op == "out_proj":
+        wq, ws = wfp8(D, ATTN)
+        attn = torch.randn(m, ATTN, device="cuda").bfloat16()
+        out = torch.empty(m, D, dtype=torch.bfloat16, device="cuda")
+        aq_ws = torch.empty(m, ATTN, dtype=torch.float8_e4m3fn, device="cuda")
+        as_ws = torch.empty(m, dtype=torch.float32, device="cuda")
+        ws1 = ws.reshape(-1).contiguous()
+        fns["h3"] = lambda i: h3cupy.minimax_h3_fp8_out_proj(
+            attn, wq, ws1, gate, idx, residual, out=out, act_q=aq_ws, act_scale=as_ws
+        )
+        args = (attn, wq, ws, gate, idx, residual)
+        chain = chain_out_proj
+        a_in, s_in = fp8_rows(attn)
+        fns["gemm"] = lambda i: scaled_mm(a_in, s_in, wq, ws)
+        flops = 2.0 * m * D * ATTN
+    else:
+        w1q, w1s = wfp8(2 * FFN, D)  # natural order for the chain
+        w2q, w2s = wfp8(D, FFN)
+        src = torch.from_numpy(formats.fc1_prepack_source_rows(FFN)).cuda()
+        w1q_p, w1s_p = w1q[src].contiguous(), w1s.reshape(-1)[src].contiguous()
+        out = torch.empty(m, D, dtype=torch.bfloat16, device="cuda")
+        wsp = {
+            "workspace_a_q": torch.empty(m, D, dtype=torch.float8_e4m3fn, device="cuda"),
+            "workspace_a_scale": torch.empty(m, dtype=torch.float32, device="cuda"),
+            "workspace_y": torch.empty(m, FFN, dtype=torch.bfloat16, device="cuda"),
+            "workspace_y_q": torch.empty(m, FFN, dtype=torch.float8_e4m3fn, device="cuda"),
+            "workspace_y_scale": torch.empty(m, dtype=torch.float32, device="cuda"),
+        }
+        w2s1 = w2s.reshape(-1).contiguous()
+        fns["h3"] = lambda i: h3cupy.minimax_h3_mlp_fp8_sm120(
+            x, w, scale, shift, idx, gate, residual, w1q_p, w1s_p, w2q, w2s1, out=out, **wsp
+        )
+        args = (x, w, scale, shift, idx, gate, residual, w1q, w1s, w2q, w2s)
+        chain = chain_mlp
+        a_in, s_in = fp8_rows(torch.randn(m, D, device="cuda").bfloat16())
+        y_in, sy_in = fp8_rows(torch.randn(m, FFN, device="cuda").bfloat16())
+
+        def gemms(i):
+            scaled_mm(a_in, s_in, w1q, w1s)
+            scaled_mm(y_in, sy_in, w2q, w2s)
+
+        fns["gemm"] = gemms
+        flops = 2.0 * m * (2 * FFN * D + D * FFN)
+    fns["eager"] = lambda i: chain(*args)
+    if compile_:
+        compiled = torch.compile(chain, dynamic=False)
+        compiled(*args)
+        fns["compiled"] = lambda i: compiled(*args)
+    t = bench_graphs(fns, reps=reps)
+    row = {"op": op, "M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
+    row["tflops"] = flops / (row["h3_ms"] * 1e-3) / 1e12
+    for k in ("eager", "compiled", "gemm"):
+        if f"{k}_ms" in row:
+            row[f"speedup_vs_{k}"] = row[f"{k}_ms"] / row["h3_ms"]
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, nargs="+", default=[4824, 9648, 19296, 38592])
+    ap.add_argument("--ops", nargs="+", default=["pre_attention", "out_proj", "mlp"])
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    import torch
+
+    from h3cupy.testing import device_info
+
+    info = device_info()
+    print(f"{info['gpu']} ({info['target']})")
+    print(
+        f"{'op':<14}{'M':>7}{'h3 ms':>9}{'TFLOP/s':>9}{'eager':>9}{'compiled':>10}{'GEMM(s)':>9}"
+        f"{'vs compile':>11}{'vs GEMM':>9}"
+    )
+    results = []
+    nan = float("nan")
+    for op in args.ops:
+        for m in args.m:
+            row = run(op, m, not args.no_compile, args.reps)
+            results.append(row)
+            print(
+                f"{op:<14}{m:>7}{row['h3_ms']:>9.3f}{row['tflops']:>9.0f}{row['eager_ms']:>9.3f}"
+                f"{row.get('compiled_ms', nan):>10.3f}{row['gemm_ms']:>9.3f}"
+                f"{row.get('speedup_vs_compiled', nan):>11.2f}{row['speedup_vs_gemm']:>9.2f}"
+            )
+            torch.cuda.empty_cache()
+    doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": info,
+        "torch": torch.__version__,
+        "results": results,
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
