@@ -3,16 +3,16 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [full|new]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|new|bench]
 #
-# full (default): every GPU test (ping-pong included), self-test, memcheck, every benchmark.
-# new: only what has not yet passed on a GPU (ping-pong schedule, TMA-fed mma.sync back end) and
-#      the benchmarks that measure it.
+# tests (default): every GPU test (ping-pong included), the quick self-test, memcheck.
+# new: only the tests that have not yet passed on a GPU, and memcheck.
+# bench: every benchmark.
 # The NVRTC disk cache lives in .h3cache/ (ignored by git); its tarball is written to $OUT so a
 # later round can start warm (restore it with: tar xf h3cache.tar).
 set -u -o pipefail
 OUT=${OUT:-out}
-MODE=${1:-full}
+MODE=${1:-tests}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 H3CUPY_CACHE_DIR=$PWD/.h3cache H3CUPY_TEST_PINGPONG=1
 [ -f "$OUT/../h3cache.tar" ] && tar xf "$OUT/../h3cache.tar"
@@ -28,24 +28,27 @@ run() {  # run SECONDS LOGFILE CMD...: a stage with a timeout, appending to LOGF
   timeout "$secs" "$@" 2>&1 | tee -a "$log" || { echo "== FAILED or TIMED OUT ($secs s): $*" | tee -a "$log"; status=1; }
 }
 PYTEST=(python3 -m pytest -q -rs -p no:cacheprovider)
-if [ "$MODE" = new ]; then
-  run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "pingpong or mma_tma or nvfp4"
-  run 500 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k "pingpong or mma_backend or fp8"
-  run 400 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py tests/test_mlp_gpu.py
-  run 120 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
-  run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --m 4824 38592 --fmt bf16 \
-    --backend wgmma256x2 wgmma128x2pp mma_tma --reps 10 --json "$OUT/bench_gemm.json"
-  run 240 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
-  run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
-else
-  run 900 "$OUT/tests.log" "${PYTEST[@]}" tests
-  run 300 "$OUT/selftest.log" python3 -m h3cupy.selftest
-  run 120 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
-  run 120 "$OUT/bench.log" python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json"
-  run 300 "$OUT/bench.log" python3 benchmarks/gemm.py --m 129 4824 38592 \
-    --backend wgmma mma_sync mma_tma --json "$OUT/bench_gemm.json"
-  run 240 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
-  run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
-fi
+# Each mode fits in one device call (10 minutes).
+case "$MODE" in
+  new)  # only what has not yet passed on a GPU
+    run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "pingpong or mma_tma or nvfp4"
+    run 500 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k "pingpong or mma_backend or fp8"
+    run 400 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py tests/test_mlp_gpu.py
+    run 120 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
+    ;;
+  tests)  # every GPU test, the self-test, memcheck
+    run 900 "$OUT/tests.log" "${PYTEST[@]}" tests
+    run 300 "$OUT/selftest.log" python3 -m h3cupy.selftest --quick
+    run 120 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
+    ;;
+  bench)  # every benchmark
+    run 120 "$OUT/bench.log" python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json"
+    run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --m 129 4824 38592 \
+      --backend wgmma wgmma128x2pp mma_tma --json "$OUT/bench_gemm.json"
+    run 240 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
+    run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
+    ;;
+  *) echo "mode: expected new, tests or bench, got $MODE"; exit 2 ;;
+esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status
