@@ -61,3 +61,17 @@ def test_fp8_out_proj_errors(rng):
         op(a, wq, ws, gate, idx, res[:32])
     with pytest.raises(ValueError, match=r"o_weight_scale: expected shape \[5376\]"):
         op(a, wq, ws[:10], gate, idx, res)
+
+
+@pytest.mark.parametrize("m", (1, 129, 4824, 38592))
+def test_fp8_out_proj_fused_quantization(m, rng, monkeypatch):
+    """The single-launch form: the spare producer warps quantize attn_out and publish it per
+    128-row tile; same checks (act_q / act_scale bit-exact, out within bounds)."""
+    from h3cupy.ops import out_proj
+    from h3cupy.verify import check_out_proj_fp8
+
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", True)
+    results = check_out_proj_fp8(m, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)

@@ -10,11 +10,16 @@
 // ready flags) comes next.
 // NOTE: compile- and SASS-checked; not yet run on a GPU (2026-12-01).
 #include "h3/gemm_sm90.cuh"
+#include "h3/quant.cuh"
+#include "h3/reduce.cuh"
 
 namespace h3 {
 
+// kLiveScale: act_scale is written during this launch (the fused quantization), so it is read
+// through L2 (ld.global.cg), never through the read-only path.
+template <bool kLiveScale>
 struct EpiGatedResidual {
-  const float* __restrict__ act_scale;  // [M]
+  const float* act_scale;               // [M]
   const float* __restrict__ w_scale;    // [N]
   const bf16_t* residual;               // [M, N] (may alias the output)
   const bf16_t* __restrict__ gate;      // [rows, N], row stride gate_stride
@@ -30,7 +35,8 @@ struct EpiGatedResidual {
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 16 * w + lane / 4 + 8 * h;
       const bool in = row < M;
-      const float as = in ? act_scale[row] : 0.f;
+      float as = 0.f;
+      if (in) as = kLiveScale ? __ldcg(act_scale + row) : act_scale[row];
       i64 gi = -1;
       if (in)
         gi = index_is_64 ? static_cast<const i64*>(gate_index)[row]
@@ -68,6 +74,66 @@ struct EpiGatedResidual {
   }
 };
 
+// The single-launch form: the per-token FP8 of attn_out is computed by the three spare warps of
+// every CTA's producer warpgroup (worker w of W takes rows w, w + W, ... in increasing order, so
+// the first M-tiles are finished first, by many CTAs at once) and published per 128-row tile with a
+// counter; the TMA producer waits for its tile's counter before the first A load.
+// Memory order: writer: codes and scale stores, fence.proxy.async (visible to TMA), warp sync,
+// then one release-add per row; reader: acquire-load of the counter, fence.proxy.async, then TMA.
+// Never deadlocks: the workers wait on nothing, and every CTA of the (persistent, fully
+// resident) grid runs its workers whatever its consumers do.
+struct ProQuantRowsFp8 {
+  const bf16_t* __restrict__ src;  // attn_out [M, K]
+  u8* act_q;                       // [M, K]
+  float* act_scale;                // [M]
+  u32* tile_rows;                  // [ceil(M / 128)], zero at launch
+  int M, K;
+
+  H3_DEVICE void before_a(int m0) const {
+    if (m0 >= M) return;  // a cluster peer's tile entirely past M: nothing to wait for
+    const u32 need = static_cast<u32>(min(128, M - m0));
+    const u32* flag = tile_rows + m0 / 128;
+    for (;;) {
+      u32 v;
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+      if (v >= need) break;
+      __nanosleep(64);
+    }
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+  }
+
+  H3_DEVICE void spare(int w) const {
+    const int lane = threadIdx.x % 32;
+    const int workers = gridDim.x * 3;
+    for (int r = blockIdx.x * 3 + (w - 1); r < M; r += workers) {
+      const bf16_t* row = src + static_cast<i64>(r) * K;
+      float amax = 0.f;
+      for (int k = 8 * lane; k < K; k += 256) {
+        float f[8];
+        unpack_bf16x8(ld16(row + k), f);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
+      }
+      amax = warp_max(amax);
+      const float sc = fp8_scale_from_amax(amax), rcp = __frcp_rn(sc);
+      u8* qrow = act_q + static_cast<i64>(r) * K;
+      for (int k = 8 * lane; k < K; k += 256) {
+        float f[8];
+        unpack_bf16x8(ld16(row + k), f);
+        *reinterpret_cast<uint2*>(qrow + k) = fp8_codes_x8(f, sc, rcp);
+      }
+      if (lane == 0) act_scale[r] = sc;
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      __syncwarp();
+      if (lane == 0) {
+        __threadfence();
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(tile_rows + r / 128)
+                     : "memory");
+      }
+    }
+  }
+};
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define H3_CLUSTER_X2 __cluster_dims__(2, 1, 1)
 #else
@@ -77,23 +143,52 @@ struct EpiGatedResidual {
 #define H3_OP_PARAMS                                                                         \
   const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,            \
       const __grid_constant__ TmaDesc desc_out, int M, int N, int k_bytes,                   \
-      const float *__restrict__ act_scale, const float *__restrict__ w_scale,                \
+      const float *act_scale, const float *__restrict__ w_scale,                             \
       const bf16_t *residual, const bf16_t *__restrict__ gate, long long gate_stride,         \
       long long rows, const void *__restrict__ gate_index, int index_is_64
 
+#define H3_OP_EPI(LIVE)                                                                  \
+  const EpiGatedResidual<LIVE> epi {                                                     \
+    act_scale, w_scale, residual, gate, gate_stride, rows, gate_index, index_is_64, M, N, \
+        &desc_out                                                                        \
+  }
+
 // M > 256: clusters of two, 128 x 192 tiles.
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) out_proj_fp8_x2_sm90(H3_OP_PARAMS) {
-  const EpiGatedResidual epi{act_scale, w_scale,    residual, gate, gate_stride, rows,
-                             gate_index, index_is_64, M,       N,    &desc_out};
+  H3_OP_EPI(false);
   gemm_sm90_body<1, 192, 1, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 // Small M: single CTAs, 128 x 128 tiles.
 __global__ void __launch_bounds__(384, 1) out_proj_fp8_sm90(H3_OP_PARAMS) {
-  const EpiGatedResidual epi{act_scale, w_scale,    residual, gate, gate_stride, rows,
-                             gate_index, index_is_64, M,       N,    &desc_out};
+  H3_OP_EPI(false);
   gemm_sm90_body<1, 128, 1, 1>(desc_a, desc_b, M, N, k_bytes, epi);
 }
+
+// The single-launch forms: attn_out quantized by the spare producer warps (ProQuantRowsFp8).
+#define H3_OP_FUSED_PARAMS                                                              \
+  H3_OP_PARAMS, const bf16_t *__restrict__ attn_out, u8 *act_q, u32 *tile_rows
+#define H3_OP_PRO \
+  const ProQuantRowsFp8 pro { attn_out, act_q, const_cast<float*>(act_scale), tile_rows, M, k_bytes }
+
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
+    out_proj_fp8_fused_x2_sm90(H3_OP_FUSED_PARAMS) {
+  H3_OP_EPI(true);
+  H3_OP_PRO;
+  gemm_sm90_body<1, 192, 1, 2, EpiGatedResidual<true>, false, ProQuantRowsFp8>(
+      desc_a, desc_b, M, N, k_bytes, epi, pro);
+}
+
+__global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PARAMS) {
+  H3_OP_EPI(true);
+  H3_OP_PRO;
+  gemm_sm90_body<1, 128, 1, 1, EpiGatedResidual<true>, false, ProQuantRowsFp8>(
+      desc_a, desc_b, M, N, k_bytes, epi, pro);
+}
+
+#undef H3_OP_PRO
+#undef H3_OP_FUSED_PARAMS
+#undef H3_OP_EPI
 
 #undef H3_OP_PARAMS
 

@@ -5,21 +5,50 @@ FP8 O weight, and add the gated residual.
     o   = bf16((acc * act_scale[m]) * w_scale[n])        (acc: fp32, FP8 wgmma with fp32 promotion)
     out = bf16(residual + bf16(gate[i] * o)),  i = gate_index[m];  out = residual when i is invalid
 
-Two launches in this version (the quantization, then the GEMM with the gated-residual epilogue,
-``cuda_src/kernels/out_proj.cu``); the single-launch form of the issue (spare producer warps
-quantizing tiles) is the next step. ``out`` may be ``residual``.
+Two launches by default (the quantization, then the GEMM with the gated-residual epilogue,
+``cuda_src/kernels/out_proj.cu``); the single-launch form (the GEMM's spare producer warps
+quantize attn_out, published per 128-row tile through counters) is written and selected with
+``FUSED_QUANT = True`` until a GPU round has verified it. ``out`` may be ``residual``.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..core import arch, checks, interop, jit
-from ..core.launch import i32, i64, launch, ptr
+from ..core.launch import i32, i64, launch, ptr, stream
 from . import gemm
 
 ATTN, D = 7168, 5376
 
+#: True: the single-launch form (attn_out quantized by the GEMM's spare producer warps, published
+#: per 128-row tile through counters); False: a quantization launch, then the GEMM. A module
+#: setting: the fused form is opt-in until a GPU round has verified it.
+FUSED_QUANT = False
+_tile_counters: dict[tuple[int, int], object] = {}
+
+
+def _counters(dev: int, stream_handle: int, n: int):
+    """Per-(device, stream) tile counters for the fused form, allocated on first use (so the op
+    is CUDA-graph safe after one eager call) and grown when a larger M comes."""
+    import cupy
+
+    buf = _tile_counters.get((dev, stream_handle))
+    if buf is None or buf.size < n:
+        with cupy.cuda.Device(dev):
+            buf = cupy.zeros(max(n, 512), np.uint32)
+        _tile_counters[(dev, stream_handle)] = buf
+    return buf
+
+
 OUT_PROJ = jit.ModuleSpec(
-    "kernels/out_proj.cu", ("h3::out_proj_fp8_x2_sm90", "h3::out_proj_fp8_sm90")
+    "kernels/out_proj.cu",
+    (
+        "h3::out_proj_fp8_x2_sm90",
+        "h3::out_proj_fp8_sm90",
+        "h3::out_proj_fp8_fused_x2_sm90",
+        "h3::out_proj_fp8_fused_sm90",
+    ),
 )
 
 
@@ -98,18 +127,30 @@ def minimax_h3_fp8_out_proj(
             f"{target}"
         )
 
-    # Launch 1: per-token FP8 of attn_out (one CTA per row).
-    launch(
-        quant_kernel("quantize_rows_fp8_smxx", dev),
-        m,
-        256,
-        (ptr(at), i32(ATTN), ptr(None), ptr(aq), ptr(asc)),
-        tensors=[at, aq, asc],
-    )
-    # Launch 2: the FP8 GEMM with the gated-residual epilogue.
+    fused = FUSED_QUANT
+    extra: tuple = ()
+    if fused:
+        # The tile counters start at zero (a memset on the stream: part of a captured graph).
+        from ..core.interop import current_stream_ptr
+
+        n_tiles = -(-m // 128)
+        cnt = _counters(dev, current_stream_ptr([at]), n_tiles)
+        with stream([at]):
+            cnt[:n_tiles].fill(0)
+        extra = (ptr(at), ptr(aq), np.uint64(cnt.data.ptr))
+    else:
+        # Launch 1: per-token FP8 of attn_out (one CTA per row).
+        launch(
+            quant_kernel("quantize_rows_fp8_smxx", dev),
+            m,
+            256,
+            (ptr(at), i32(ATTN), ptr(None), ptr(aq), ptr(asc)),
+            tensors=[at, aq, asc],
+        )
+    # The FP8 GEMM with the gated-residual epilogue.
     cluster = 2 if m > 256 else 1
     tile_n = 192 if cluster == 2 else 128
-    name = "h3::out_proj_fp8_x2_sm90" if cluster == 2 else "h3::out_proj_fp8_sm90"
+    name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
     kernel = jit.get_kernel(OUT_PROJ, name, target)
     desc_a = gemm._tensor_map(aq.ptr, "uint8", ATTN, m, ATTN, 128)
     desc_b = gemm._tensor_map(wq.ptr, "uint8", ATTN, D, ATTN, tile_n // cluster)
@@ -134,6 +175,7 @@ def minimax_h3_fp8_out_proj(
             i64(rows),
             ptr(it),
             i32(1 if it.fmt == "int64" else 0),
+            *extra,
         ),
         tensors=[at, aq, asc, wq, ws, gt, it, rt, ot],
         smem=smem,

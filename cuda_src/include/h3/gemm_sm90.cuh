@@ -82,9 +82,18 @@ struct TileOrder {
   }
 };
 
-template <int kFmt, int kBN, int kPromote, int kCluster, class Epi, bool kPingPong = false>
+// Producer hooks (the default does nothing): `before_a(m0)` runs in the producer thread before the
+// first A load of each tile (rows m0..m0+127), `spare(w)` in warps w = 1..3 of the producer
+// warpgroup (which otherwise idle), concurrently with everything else.
+struct NoProducerHooks {
+  H3_DEVICE void before_a(int) const {}
+  H3_DEVICE void spare(int) const {}
+};
+
+template <int kFmt, int kBN, int kPromote, int kCluster, class Epi, bool kPingPong = false,
+          class Pro = NoProducerHooks>
 H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
-                              int k_bytes, const Epi& epi) {
+                              int k_bytes, const Epi& epi, const Pro& pro = Pro{}) {
   static_assert(!kPingPong || (kPromote == 0 && kBN <= 128),
                 "ping-pong: one warpgroup holds a whole 128 x kBN tile (kBN <= 128, no promotion)");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -134,6 +143,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         order.tile(t, mp, nt);
         const int m0 = (mp * kCluster + rank) * Cfg::kBM;
         const int nslice = nt * kBN + rank * Cfg::kBSliceRows;
+        pro.before_a(m0);
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int s = it % S;
           if (it >= S) mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
@@ -149,6 +159,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           }
         }
       }
+    } else if (threadIdx.x >= 32) {
+      pro.spare(threadIdx.x / 32);
     }
   } else {
     setmaxnreg_inc<232>();
