@@ -66,3 +66,16 @@ def test_mlp_errors(rng):
     with pytest.raises(ValueError, match=r"eps: expected a positive finite float"):
         op(*args, eps=0.0)
     assert minimax_h3_mlp_fc2_flags_sm120(129) == 2
+
+
+@pytest.mark.parametrize("m", (129, 4824))
+def test_mlp_fp8_fused_y_quantization(m, rng, monkeypatch):
+    """FC2 quantizing y in its spare producer warps behind the workspace_flags counters."""
+    from h3cupy.ops import out_proj
+    from h3cupy.verify import check_mlp_fp8
+
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", True)
+    results = check_mlp_fp8(m, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)

@@ -8,13 +8,16 @@
     o        = bf16((acc2 * s_y[m]) * w2_scale[n])
     out      = bf16(residual + bf16(gate[i] * o)),  out = residual on invalid rows
 
-Four launches in this version: the prologue (FP8), FC1 with the SwiGLU epilogue
+Four launches by default: the prologue (FP8), FC1 with the SwiGLU epilogue
 (``cuda_src/kernels/mlp.cu``), the per-token FP8 of y, and FC2 with the gated-residual epilogue
-(``out_proj.cu``). The seed's FC2 that quantizes y tile by tile behind ready flags is the next
-step; ``workspace_flags`` is accepted, checked and zeroed already.
+(``out_proj.cu``). With ``h3cupy.ops.out_proj.FUSED_QUANT = True`` (opt-in until verified on a
+GPU), FC2's spare producer warps quantize y and publish it per 128-row tile through the
+``workspace_flags`` counters, as the seed describes: three launches.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ..core import arch, checks, interop, jit
 from ..core.launch import i32, i64, launch, ptr
@@ -163,21 +166,35 @@ def minimax_h3_mlp_fp8_sm120(
         tensors=[aq, asc, w1, s1, yt],
         smem=smem,
     )
-    # 3. Per-token FP8 of y.
-    launch(
-        quant_kernel("quantize_rows_fp8_smxx", dev),
-        m,
-        256,
-        (ptr(yt), i32(FFN), ptr(None), ptr(yq), ptr(ysc)),
-        tensors=[yt, yq, ysc],
-    )
-    # 4. FC2 with the gated-residual epilogue (the out_proj kernels, K = 14336).
+    # 3 + 4. FC2 with the gated-residual epilogue (the out_proj kernels, K = 14336), on the
+    # per-token FP8 of y: a launch of its own, or (out_proj.FUSED_QUANT) by FC2's spare producer
+    # warps with the 128-row ready counters in workspace_flags (or the op's own).
+    fused = out_proj.FUSED_QUANT
+    extra: tuple = ()
+    if fused:
+        from ..core.interop import current_stream_ptr
+        from ..core.launch import stream
+
+        n_tiles = minimax_h3_mlp_fc2_flags_sm120(m)
+        if ft is None:
+            cnt = out_proj._counters(dev, current_stream_ptr([xt]), n_tiles)[:n_tiles]
+            cnt_ptr = cnt.data.ptr
+            with stream([xt]):
+                cnt.fill(0)
+        else:
+            cnt_ptr = ft.ptr  # zeroed above
+        extra = (ptr(yt), ptr(yq), np.uint64(cnt_ptr))
+    else:
+        launch(
+            quant_kernel("quantize_rows_fp8_smxx", dev),
+            m,
+            256,
+            (ptr(yt), i32(FFN), ptr(None), ptr(yq), ptr(ysc)),
+            tensors=[yt, yq, ysc],
+        )
     tile_n = 192 if cluster == 2 else 128
-    kernel2 = jit.get_kernel(
-        out_proj.OUT_PROJ,
-        "h3::out_proj_fp8_x2_sm90" if cluster == 2 else "h3::out_proj_fp8_sm90",
-        target,
-    )
+    name2 = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
+    kernel2 = jit.get_kernel(out_proj.OUT_PROJ, name2, target)
     smem2 = gemm.wgmma_smem_bytes(tile_n)
     launch(
         kernel2,
@@ -198,8 +215,9 @@ def minimax_h3_mlp_fp8_sm120(
             i64(rows),
             ptr(it),
             i32(1 if it.fmt == "int64" else 0),
+            *extra,
         ),
-        tensors=[yq, ysc, w2, s2, rt, gt, it, ot],
+        tensors=[yt, yq, ysc, w2, s2, rt, gt, it, ot] + ([ft] if ft is not None else []),
         smem=smem2,
     )
     return interop.export(ot)
