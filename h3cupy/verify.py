@@ -732,3 +732,85 @@ def check_mlp_fp8(
             )
         )
     return checks
+
+
+def check_out_proj_nvfp4(
+    m: int, rng: np.random.Generator | None = None, *, max_ref_rows: int = 128
+) -> list[Check]:
+    """``minimax_h3_nvfp4_out_proj`` (SPEC §5, W4A4): act_q / act_sf bit-exact to the host NVFP4
+    of attn_out under the device global scale; out within ``1e-2 + 1e-2*mag + 2*ulp_bf16(mag)``
+    (mag = max(|ref|, |gate*o|)) of the reference consuming those codes; invalid-index rows equal
+    residual exactly. The weight global scale is passed as a Python float."""
+    import cupy
+
+    from .ops.out_proj import minimax_h3_nvfp4_out_proj
+
+    rng = rng or np.random.default_rng()
+    host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
+    idx = host["gate_index"]
+    if m > 2:
+        idx[0], idx[m - 1] = -1, 9
+    w = host["o_weight"]
+    gw = formats.nvfp4_global_scale_from_amax(np.abs(w.astype(np.float32)).max())
+    wq, wsf = formats.nvfp4_quantize(w, gw)
+    wsf = formats.swizzle_sf_128x4(wsf)
+    ga = formats.nvfp4_global_scale_from_amax(np.abs(host["attn_out"].astype(np.float32)).max())
+    dev = {k: upload(host[k]) for k in ("attn_out", "gate", "gate_index", "residual")}
+    act_q = cupy.empty((m, 3584), np.uint8)
+    act_sf = cupy.empty((m, 448), np.uint8)
+    out = cupy.empty((m, 5376), formats.BF16)
+    poison(act_q, act_sf, out)
+    minimax_h3_nvfp4_out_proj(
+        dev["attn_out"],
+        cupy.asarray(wq),
+        cupy.asarray(wsf),
+        float(gw),
+        cupy.asarray(np.array([ga], np.float32)),
+        dev["gate"],
+        dev["gate_index"],
+        dev["residual"],
+        out=out,
+        act_q=act_q,
+        act_sf=act_sf,
+    )
+    shape = f"M={m}"
+    want_q, want_sf = formats.nvfp4_quantize(host["attn_out"], ga)
+    checks = [
+        exact("nvfp4_out_proj", shape, "act_q", download(act_q), want_q),
+        exact("nvfp4_out_proj", shape, "act_sf", download(act_sf), want_sf),
+    ]
+    rows = np.arange(m)
+    if m > max_ref_rows:
+        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, 0]
+        rows = np.unique(np.concatenate([rng.choice(m, max_ref_rows, replace=False), tail]))
+    ref = reference.minimax_h3_nvfp4_out_proj(
+        host["attn_out"][rows],
+        wq,
+        wsf,
+        float(gw),
+        float(ga),
+        host["gate"],
+        idx[rows],
+        host["residual"][rows],
+        act_q=want_q[rows],
+        act_sf=want_sf[rows],
+    ).astype(np.float64)
+    got = download(out)
+    res = host["residual"][rows].astype(np.float64)
+    mag = np.maximum(np.abs(ref), np.abs(ref - res))
+    bound = 1e-2 + 1e-2 * mag + 2 * formats.bf16_ulp(mag)
+    checks += bf16_close(
+        "nvfp4_out_proj", shape, got[rows].astype(np.float32), ref, bound, min_identical=0.0
+    )[:1]
+    invalid = np.nonzero((idx.astype(np.int64) < 0) | (idx.astype(np.int64) >= 9))[0]
+    if invalid.size:
+        checks.append(
+            exact(
+                "nvfp4_out_proj",
+                shape,
+                "invalid-index rows vs residual",
+                got[invalid],
+                host["residual"][invalid],
+            )
+        )
+    return checks

@@ -75,3 +75,16 @@ def test_fp8_out_proj_fused_quantization(m, rng, monkeypatch):
     results = check_out_proj_fp8(m, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("m", (1, 129, 4097))
+def test_nvfp4_out_proj(m, rng):
+    """W4A4 out_proj (on the H200: the exact bf16 emulation of the block-scaled MMA)."""
+    from h3cupy.core import arch
+    from h3cupy.verify import check_out_proj_nvfp4
+
+    if arch.current_target() not in ("sm_90a", "sm_120a"):
+        pytest.skip("the NVFP4 out_proj runs on sm_90a and sm_120a")
+    results = check_out_proj_nvfp4(m, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)

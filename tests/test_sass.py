@@ -202,8 +202,10 @@ def test_out_proj_fp8_sass():
     from h3cupy.ops import out_proj
 
     ops = sass.opcodes(sass.disassemble(out_proj.OUT_PROJ, "sm_90a"))
-    assert len(ops) == 4
+    assert len(ops) == 5
     for name, c in ops.items():
+        if "nvfp4" in name:  # the NVFP4 form: test_out_proj_nvfp4_sass
+            continue
         assert any(o.startswith("QGMMA.64") for o in c), sorted(c)
         assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
         if "x2" in name:
@@ -221,3 +223,14 @@ def test_mlp_fc1_sass():
         assert any(o.startswith("QGMMA.64") for o in c), sorted(c)
         assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
         assert not any(o.startswith(("LDL", "STL")) for o in c), name
+
+
+def test_out_proj_nvfp4_sass():
+    """The NVFP4 out_proj: the block-scaled OMMA on sm_120a, bf16 HMMA emulation on sm_90a."""
+    from h3cupy.ops import out_proj
+
+    for target, op in (("sm_120a", "OMMA.SF.16864.F32.E2M1.E2M1.UE4M3.4X"), ("sm_90a", "HMMA")):
+        ops = sass.opcodes(sass.disassemble(out_proj.OUT_PROJ, target))
+        (name,) = [n for n in ops if "out_proj_nvfp4" in n]
+        c = ops[name]
+        assert sum(k for o, k in c.items() if o.startswith(op)) >= 32, (target, sorted(c))

@@ -9,6 +9,7 @@
 // one (quantize.cu); the issue's single launch (spare producer warps quantizing tiles behind
 // ready flags) comes next.
 // NOTE: compile- and SASS-checked; not yet run on a GPU (2026-12-01).
+#include "h3/gemm_nvfp4.cuh"
 #include "h3/gemm_sm90.cuh"
 #include "h3/quant.cuh"
 #include "h3/reduce.cuh"
@@ -187,6 +188,66 @@ __global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PA
 }
 
 #undef H3_OP_PRO
+
+// minimax_h3_nvfp4_out_proj (SPEC.md section 5): the NVFP4 GEMM (h3/gemm_nvfp4.cuh: native
+// block-scaled MMA on sm_120a, exact bf16 emulation elsewhere) with the gated residual in the
+// mma.sync fragment layout: o = bf16(acc * alpha), alpha = 1 / (g_act * g_w) formed on the device;
+// out = bf16(residual + bf16(gate[i] * o)), or residual on invalid rows. Stores are bf16 pairs.
+struct EpiMmaGatedResidual {
+  float alpha;
+  const bf16_t* residual;               // [M, N] (may alias out)
+  const bf16_t* __restrict__ gate;      // [rows, N], row stride gate_stride
+  i64 gate_stride, rows;
+  const void* __restrict__ gate_index;  // int32 / int64 [M]
+  int index_is_64, M, N;
+  bf16_t* out;
+
+  H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn) const {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + wm + mi * 16 + mma_c_row(lane, 2 * h);
+        if (row >= M) continue;
+        const i64 gi = index_is_64 ? static_cast<const i64*>(gate_index)[row]
+                                   : static_cast<const int*>(gate_index)[row];
+        const bool valid = gi >= 0 && gi < rows;  // the guard: no address from an invalid index
+        const bf16_t* grow = gate + (valid ? gi : 0) * gate_stride;
+        const bf16_t* rrow = residual + static_cast<i64>(row) * N;
+        bf16_t* orow = out + static_cast<i64>(row) * N;
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni) {
+          const int col = col0 + wn + ni * 8 + mma_c_col(lane, 2 * h);
+          if (col >= N) continue;
+          const u32 rv = *reinterpret_cast<const u32*>(rrow + col);
+          u32 res = rv;
+          if (valid) {
+            const float o0 = round_bf16(acc[mi][ni][2 * h] * alpha);
+            const float o1 = round_bf16(acc[mi][ni][2 * h + 1] * alpha);
+            const u32 gv = *reinterpret_cast<const u32*>(grow + col);
+            const float v0 = __uint_as_float(rv << 16) + round_bf16(__uint_as_float(gv << 16) * o0);
+            const float v1 = __uint_as_float(rv & 0xffff0000u) +
+                             round_bf16(__uint_as_float(gv & 0xffff0000u) * o1);
+            res = pack_bf16x2(f32_to_bf16(v0), f32_to_bf16(v1));
+          }
+          *reinterpret_cast<u32*>(orow + col) = res;
+        }
+      }
+  }
+};
+
+__global__ void __launch_bounds__(kMtThreads, 1) out_proj_nvfp4_smxx(
+    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
+    const __grid_constant__ TmaDesc desc_sfa, const u8* __restrict__ sfb, int sfb_c4, int M,
+    int N, int k_bytes, const float* __restrict__ ga_ptr, const float* __restrict__ gw_ptr,
+    float gw_host, const bf16_t* residual, const bf16_t* __restrict__ gate, long long gate_stride,
+    long long rows, const void* __restrict__ gate_index, int index_is_64, bf16_t* out) {
+  const float alpha = Nvfp4Alpha{nullptr, ga_ptr, gw_ptr, gw_host, 0.f}.get();
+  const EpiMmaGatedResidual epi{alpha,       residual, gate, gate_stride, rows, gate_index,
+                                index_is_64, M,        N,    out};
+  gemm_nvfp4_body(desc_a, desc_b, desc_sfa, sfb, sfb_c4, M, N, k_bytes, epi);
+}
 #undef H3_OP_FUSED_PARAMS
 #undef H3_OP_EPI
 

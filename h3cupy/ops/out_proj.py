@@ -48,6 +48,7 @@ OUT_PROJ = jit.ModuleSpec(
         "h3::out_proj_fp8_sm90",
         "h3::out_proj_fp8_fused_x2_sm90",
         "h3::out_proj_fp8_fused_sm90",
+        "h3::out_proj_nvfp4_smxx",
     ),
 )
 
@@ -179,5 +180,138 @@ def minimax_h3_fp8_out_proj(
         ),
         tensors=[at, aq, asc, wq, ws, gt, it, rt, ot],
         smem=smem,
+    )
+    return interop.export(ot)
+
+
+def minimax_h3_nvfp4_out_proj(
+    attn_out,
+    o_weight_q,
+    o_weight_sf,
+    o_weight_global_scale,
+    act_global_scale,
+    gate,
+    gate_index,
+    residual,
+    *,
+    out=None,
+    act_q=None,
+    act_sf=None,
+):
+    """The W4A4 attention output projection with the fused gated residual (SPEC.md §5).
+
+    Args:
+        attn_out: bf16 ``[M, 7168]`` contiguous.
+        o_weight_q: uint8 ``[5376, 3584]`` packed e2m1 codes; o_weight_sf: 128x4-swizzled ue4m3
+            scales (5376 * 448 bytes, any contiguous uint8 array of that size); from
+            :func:`h3cupy.quantize_minimax_h3_o_weight_nvfp4`.
+        o_weight_global_scale: the weight's NVFP4 global scale, a float or a one-element fp32
+            device array.
+        act_global_scale: fp32 ``[1]`` device array (read on the device, no host sync).
+        gate, gate_index, residual, out: as :func:`minimax_h3_fp8_out_proj`.
+        act_q, act_sf: optional workspaces, uint8 ``[M, 3584]`` codes and ``[M, 448]`` linear
+            scales of attn_out (FlashInfer's ``fp4_quantize`` with linear scales).
+
+    Returns:
+        ``out`` = ``bf16(residual + bf16(gate[i] * o))``, ``o = bf16(acc * alpha)``,
+        ``alpha = 1 / (act_global_scale * o_weight_global_scale)`` formed on the device.
+
+    Two launches (NVFP4 quantization of attn_out, then the GEMM with the gated-residual
+    epilogue). sm_120a runs the block-scaled ``kind::mxf4nvf4`` MMA (compile-checked only);
+    sm_90a dequantizes exactly to bf16 in registers — correct, not fast. NOTE: not yet run on a
+    GPU (2026-12-01).
+    """
+    from ..core import tma
+    from ..weights import _kernel as quant_kernel
+    from .gemm import _scalar_arg
+
+    at = interop.as_tensor(attn_out, "attn_out")
+    dev = at.device
+    checks.check_dtype(at, "attn_out", "bf16")
+    checks.check_shape(at, "attn_out", (None, ATTN), "(tokens x 56 heads * 128)")
+    m = at.shape[0]
+    if m < 1:
+        raise ValueError("attn_out: expected M >= 1 rows, got 0")
+    checks.check_tensor(at, "attn_out", "bf16", (m, ATTN), dev)
+    wq = interop.as_tensor(o_weight_q, "o_weight_q")
+    checks.check_tensor(wq, "o_weight_q", "uint8", (D, ATTN // 2), dev)
+    wsf = interop.as_tensor(o_weight_sf, "o_weight_sf")
+    checks.check_dtype(wsf, "o_weight_sf", "uint8")
+    checks.check_contiguous(wsf, "o_weight_sf")
+    if wsf.size != D * (ATTN // 16):
+        raise ValueError(
+            f"o_weight_sf: expected {D * (ATTN // 16)} bytes of 128x4-swizzled scales, got "
+            f"{wsf.size}; pass the scales from quantize_minimax_h3_o_weight_nvfp4"
+        )
+    gw_host, gw_t = _scalar_arg(o_weight_global_scale, "o_weight_global_scale", dev)
+    if act_global_scale is None:
+        raise ValueError(
+            "act_global_scale: required; pass the fp32 [1] device array from "
+            "nvfp4_global_scale_from_amax(amax)"
+        )
+    ga = interop.as_tensor(act_global_scale, "act_global_scale")
+    checks.check_tensor(ga, "act_global_scale", "float32", (1,), dev, align=4)
+    gt = interop.as_tensor(gate, "gate")
+    rows, gstride = checks.check_table(gt, "gate", D, dev)
+    it = interop.as_tensor(gate_index, "gate_index")
+    checks.check_tensor(it, "gate_index", ("int32", "int64"), (m,), dev, align=it.itemsize)
+    rt = interop.as_tensor(residual, "residual")
+    checks.check_tensor(rt, "residual", "bf16", (m, D), dev)
+
+    def buf(t, name, fmt, shape):
+        if t is None:
+            return interop.empty(shape, fmt, like=at)
+        tt = interop.as_tensor(t, name)
+        checks.check_tensor(tt, name, fmt, shape, dev)
+        return tt
+
+    ot = buf(out, "out", "bf16", (m, D))
+    aq = buf(act_q, "act_q", "uint8", (m, ATTN // 2))
+    asf = buf(act_sf, "act_sf", "uint8", (m, ATTN // 16))
+    target = arch.device_target(dev)
+    if target not in ("sm_90a", "sm_120a"):
+        raise RuntimeError(
+            f"minimax_h3_nvfp4_out_proj runs on sm_120a and sm_90a in this version; this GPU is "
+            f"{target}"
+        )
+    # Launch 1: NVFP4 of attn_out under the device global scale (linear scales).
+    n_blocks = m * (ATTN // 16)
+    launch(
+        quant_kernel("fp4_quantize_smxx", dev),
+        max(1, min(-(-n_blocks // 256), 65535)),
+        256,
+        (ptr(at), i64(m), i32(ATTN), ptr(ga), ptr(aq), ptr(asf), i32(0)),
+        tensors=[at, ga, aq, asf],
+    )
+    # Launch 2: the NVFP4 GEMM with the gated-residual epilogue.
+    kh = ATTN // 2
+    kernel = jit.get_kernel(OUT_PROJ, "h3::out_proj_nvfp4_smxx", target)
+    tiles = -(-m // 128) * -(-D // 256)
+    launch(
+        kernel,
+        min(tiles, arch.sm_count(dev)),
+        256,
+        (
+            gemm._tensor_map(aq.ptr, "uint8", kh, m, kh, 128),
+            gemm._tensor_map(wq.ptr, "uint8", kh, D, kh, 256),
+            tma.encode_2d(asf.ptr, "uint8", ATTN // 16, m, ATTN // 16, 16, 128),
+            ptr(wsf),
+            i32(ATTN // 64),
+            i32(m),
+            i32(D),
+            i32(kh),
+            ptr(ga),
+            ptr(gw_t),
+            np.float32(gw_host),
+            ptr(rt),
+            ptr(gt),
+            i64(gstride),
+            i64(rows),
+            ptr(it),
+            i32(1 if it.fmt == "int64" else 0),
+            ptr(ot),
+        ),
+        tensors=[t for t in (aq, asf, wq, wsf, ga, gw_t, rt, gt, it, ot) if t is not None],
+        smem=gemm._NV_SMEM,
     )
     return interop.export(ot)
