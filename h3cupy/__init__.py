@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from .ops.mlp import minimax_h3_mlp_fc2_flags_sm120, minimax_h3_mlp_fp8_sm120
 from .ops.out_proj import minimax_h3_fp8_out_proj, minimax_h3_nvfp4_out_proj
-from .ops.pre_attention import minimax_h3_bf16_pre_attention, minimax_h3_fp8_pre_attention
+from .ops.pre_attention import (
+    minimax_h3_bf16_pre_attention,
+    minimax_h3_fp8_pre_attention,
+    minimax_h3_nvfp4_pre_attention,
+)
 from .weights import (
     fp4_quantize,
     nvfp4_global_scale_from_amax,
@@ -30,6 +34,7 @@ __all__ = [
     "minimax_h3_mlp_fc2_flags_sm120",
     "minimax_h3_mlp_fp8_sm120",
     "minimax_h3_nvfp4_out_proj",
+    "minimax_h3_nvfp4_pre_attention",
     "minimax_h3_fp8_pre_attention",
     "fp4_quantize",
     "nvfp4_global_scale_from_amax",

@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     if target in ("sm_90a", "sm_120a"):
         # NVFP4 (native block-scaled MMA on sm_120a, exact bf16 emulation on sm_90a).
         results += verify.check_out_proj_nvfp4(129, rng)
+        results += verify.check_pre_attention_nvfp4(129, "bf16", rng)
     print(f"{'op':<34} {'shape':<28} {'metric':<26} {'value':>11} {'bound':>10}  result")
     for r in results:
         print(r.row())

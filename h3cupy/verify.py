@@ -477,6 +477,13 @@ def check_pre_attention_fp8(
         **{k: float(v) for k, v in scal.items()},
     )
     shape = f"M={m} out_mode={out_mode}"
+    return _compare_qkv("fp8_pre_attention", shape, res, ref, rows, out_mode, descale, gscale)
+
+
+def _compare_qkv(op, shape, res, ref, rows, out_mode, descale, gscale) -> list[Check]:
+    """q, k, v of a quantized pre-attention op against the reference (SPEC §8): values within
+    ``1e-2 + 1e-2*mag + 2*ulp_bf16(mag)`` (RoPE partner on Q/K), plus one code step of the output
+    format in e4m3 / nvfp4 modes; NVFP4 output scales within one ue4m3 code."""
     checks: list[Check] = []
     for i, name in enumerate("qkv"):
         got = download(res[i])[rows]
@@ -492,24 +499,14 @@ def check_pre_attention_fp8(
             gf = float(np.float32(gscale[i]))
             g_sf = download(res[3 + i])[rows]
             r_sf = ref[3 + i]
-            checks.append(
-                Check(
-                    "fp8_pre_attention",
-                    shape,
-                    f"{name}_sf max code difference",
-                    float(np.abs(g_sf.astype(np.int32) - r_sf.astype(np.int32)).max()),
-                    1.0,
-                    bool(np.abs(g_sf.astype(np.int32) - r_sf.astype(np.int32)).max() <= 1),
-                )
-            )
+            diff = int(np.abs(g_sf.astype(np.int32) - r_sf.astype(np.int32)).max())
+            checks.append(Check(op, shape, f"{name}_sf max code difference", diff, 1.0, diff <= 1))
             g_val = formats.nvfp4_dequantize(got, g_sf, gf).astype(np.float64)
             r_val = formats.nvfp4_dequantize(want, r_sf, gf).astype(np.float64)
-            r_codes = formats.unpack_e2m1(want)
             sfv = np.repeat(formats.ue4m3_decode(r_sf).astype(np.float64), 16, axis=-1)
-            extra = _e2m1_step(r_codes) * sfv / gf
-        g_val = g_val.reshape(len(rows), 56, 128)
-        r_val = r_val.reshape(len(rows), 56, 128)
-        extra = np.broadcast_to(extra, r_val.shape) if np.ndim(extra) else extra
+            extra = _e2m1_step(formats.unpack_e2m1(want)) * sfv / gf
+        g_val = np.asarray(g_val).reshape(len(rows), 56, 128)
+        r_val = np.asarray(r_val).reshape(len(rows), 56, 128)
         if out_mode != "bf16":
             extra = np.asarray(extra).reshape(r_val.shape)
         bound = (
@@ -517,99 +514,120 @@ def check_pre_attention_fp8(
             if name != "v"
             else 1e-2 + 1e-2 * np.abs(r_val) + 2 * formats.bf16_ulp(np.abs(r_val))
         )
-        checks += bf16_close(
-            "fp8_pre_attention",
-            f"{shape} {name}",
-            g_val,
-            r_val,
-            bound + extra,
-            min_identical=0.0,
-        )[:1]
+        checks += bf16_close(op, f"{shape} {name}", g_val, r_val, bound + extra, min_identical=0.0)[
+            :1
+        ]
     return checks
 
 
-def check_out_proj_fp8(
+def check_pre_attention_nvfp4(
     m: int,
+    out_mode: str,
     rng: np.random.Generator | None = None,
     *,
-    alias: bool = False,
-    index_dtype=np.int32,
-    max_ref_rows: int = 160,
+    max_ref_rows: int = 96,
 ) -> list[Check]:
-    """``minimax_h3_fp8_out_proj`` (SPEC §5): act_q / act_scale bit-exact to the host per-token
-    FP8 of attn_out; out within ``1e-2 + 1e-2*mag + 2*ulp_bf16(mag)`` of the reference consuming
-    those codes, mag = max(|ref|, |gate*o|) (|gate*o| taken as |ref - residual|); rows with an
-    invalid index equal ``residual`` bit for bit. Guard indices -1, rows and 2^31-1 are planted;
-    ``alias`` passes ``out=residual``."""
+    """``minimax_h3_nvfp4_pre_attention`` against the reference consuming the kernel's own
+    act_q / act_sf (SPEC §8, as :func:`check_pre_attention_fp8`); act_q / act_sf must also be the
+    host NVFP4 of the reference prologue's activation except near bf16 ties (not checked here:
+    the prologue tests cover it). alpha is formed on the device from the global scales."""
     import cupy
 
-    from .ops.out_proj import minimax_h3_fp8_out_proj
+    from .ops.pre_attention import minimax_h3_nvfp4_pre_attention
 
     rng = rng or np.random.default_rng()
-    host = ref_inputs.out_proj_inputs(m, rows=9, index_dtype=index_dtype, rng=rng)
-    idx = host["gate_index"]
-    for pos, val in ((0, -1), (m // 2, 9), (m - 1, 2**31 - 1)):
-        if m > 2:
-            idx[pos] = val
-    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
-    dev = {k: upload(host[k]) for k in ("attn_out", "gate", "gate_index", "residual")}
-    residual_host = host["residual"]
-    act_q = cupy.empty((m, 7168), np.uint8)
-    act_scale = cupy.empty((m,), np.float32)
-    poison(act_q, act_scale)
-    if alias:
-        out = dev["residual"]
-    else:
-        out = cupy.empty((m, 5376), formats.BF16)
-        poison(out)
-    minimax_h3_fp8_out_proj(
-        dev["attn_out"],
-        cupy.asarray(wq),
-        cupy.asarray(wsc),
-        dev["gate"],
-        dev["gate_index"],
-        dev["residual"],
-        out=out,
-        act_q=act_q,
-        act_scale=act_scale,
+    host = ref_inputs.pre_attention_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
+    w = host["qkv_weight"]
+    gw = formats.nvfp4_global_scale_from_amax(np.abs(w.astype(np.float32)).max())
+    wq, wsf = formats.nvfp4_quantize(w, gw)
+    wsf = formats.swizzle_sf_128x4(wsf)
+    a_ref = reference.prologue(
+        host["x"],
+        host["x_norm_weight"],
+        host["adaln_scale"],
+        host["adaln_shift"],
+        host["adaln_index"],
     )
-    shape = f"M={m}{' alias' if alias else ''}"
-    want_q, want_s = formats.fp8_quantize_per_token(host["attn_out"])
-    checks = [
-        exact("fp8_out_proj", shape, "act_q", download(act_q), want_q),
-        exact("fp8_out_proj", shape, "act_scale", download(act_scale), want_s),
-    ]
-    got = download(out).astype(np.float32)
+    ga = formats.nvfp4_global_scale_from_amax(np.abs(a_ref.astype(np.float32)).max())
+    descale = (np.float32(0.014), 0.015, 0.006)
+    gscale = (np.float32(600.0), 550.0, 1800.0)
+    keys = (
+        "x",
+        "x_norm_weight",
+        "adaln_scale",
+        "adaln_shift",
+        "adaln_index",
+        "q_norm_weight",
+        "k_norm_weight",
+        "rope_cos_sin",
+    )
+    dev = {k: upload(host[k]) for k in keys}
+    act_q = cupy.empty((m, D // 2), np.uint8)
+    act_sf = cupy.empty((m, D // 16), np.uint8)
+    poison(act_q, act_sf)
+    kw = {}
+    if out_mode == "e4m3":
+        kw = dict(
+            q_descale=cupy.asarray(np.array([descale[0]], np.float32)),
+            k_descale=descale[1],
+            v_descale=descale[2],
+        )
+    elif out_mode == "nvfp4":
+        kw = dict(
+            q_global_scale=cupy.asarray(np.array([gscale[0]], np.float32)),
+            k_global_scale=gscale[1],
+            v_global_scale=gscale[2],
+        )
+    res = minimax_h3_nvfp4_pre_attention(
+        *(dev[k] for k in keys[:5]),
+        cupy.asarray(wq),
+        cupy.asarray(wsf),
+        float(gw),
+        cupy.asarray(np.array([ga], np.float32)),
+        *(dev[k] for k in keys[5:]),
+        out_mode=out_mode,
+        act_q=act_q,
+        act_sf=act_sf,
+        **kw,
+    )
     rows = np.arange(m)
     if m > max_ref_rows:
-        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, m // 2, 0]
+        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, 0]
         rows = np.unique(np.concatenate([rng.choice(m, max_ref_rows, replace=False), tail]))
-    ref = reference.minimax_h3_fp8_out_proj(
-        host["attn_out"][rows],
+    scal = {
+        "e4m3": dict(zip(("q_descale", "k_descale", "v_descale"), descale, strict=True)),
+        "nvfp4": dict(
+            zip(("q_global_scale", "k_global_scale", "v_global_scale"), gscale, strict=True)
+        ),
+    }.get(out_mode, {})
+    ref = reference.minimax_h3_nvfp4_pre_attention(
+        host["x"][rows],
+        host["x_norm_weight"],
+        host["adaln_scale"],
+        host["adaln_shift"],
+        host["adaln_index"][rows],
         wq,
-        wsc,
-        host["gate"],
-        idx[rows],
-        residual_host[rows],
-        act_q=want_q[rows],
-        act_scale=want_s[rows],
-    ).astype(np.float64)
-    res = residual_host[rows].astype(np.float64)
-    mag = np.maximum(np.abs(ref), np.abs(ref - res))
-    bound = 1e-2 + 1e-2 * mag + 2 * formats.bf16_ulp(mag)
-    checks += bf16_close("fp8_out_proj", shape, got[rows], ref, bound, min_identical=0.0)[:1]
-    invalid = np.nonzero((idx.astype(np.int64) < 0) | (idx.astype(np.int64) >= 9))[0]
-    if invalid.size:
-        checks.append(
-            exact(
-                "fp8_out_proj",
-                shape,
-                "invalid-index rows vs residual",
-                download(out)[invalid],
-                residual_host[invalid],
-            )
-        )
-    return checks
+        wsf,
+        float(gw),
+        float(ga),
+        host["q_norm_weight"],
+        host["k_norm_weight"],
+        host["rope_cos_sin"][rows],
+        out_mode=out_mode,
+        act_q=download(act_q)[rows],
+        act_sf=download(act_sf)[rows],
+        **{k: float(v) for k, v in scal.items()},
+    )
+    return _compare_qkv(
+        "nvfp4_pre_attention",
+        f"M={m} out_mode={out_mode}",
+        res,
+        ref,
+        rows,
+        out_mode,
+        descale,
+        gscale,
+    )
 
 
 def _expected_flags(m: int) -> np.ndarray:

@@ -32,7 +32,7 @@ PYTEST=(python3 -m pytest -q -rs -p no:cacheprovider)
 case "$MODE" in
   new)  # only what has not yet passed on a GPU
     run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "pingpong or mma_tma or nvfp4"
-    run 500 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k "pingpong or mma_backend or fp8"
+    run 500 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k "pingpong or mma_backend or fp8 or nvfp4"
     run 400 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py tests/test_mlp_gpu.py
     run 120 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
     ;;

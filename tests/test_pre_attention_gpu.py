@@ -194,3 +194,18 @@ def test_fp8_pre_attention_errors(rng):
         op(*base[:6], wsc[:100], *base[7:])
     with pytest.raises(ValueError, match=r"k_global_scale: expected a positive finite scale"):
         op(*base, out_mode="nvfp4", q_global_scale=1.0, k_global_scale=-2.0, v_global_scale=1.0)
+
+
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+@pytest.mark.parametrize("m", (1, 129, 4097))
+def test_nvfp4_pre_attention(m, out_mode, rng):
+    """minimax_h3_nvfp4_pre_attention (W4A4; on the H200 the exact bf16 emulation of the
+    block-scaled MMA) in every out_mode against the reference consuming its own act_q / act_sf."""
+    from h3cupy.core import arch
+    from h3cupy.verify import check_pre_attention_nvfp4
+
+    if arch.current_target() not in ("sm_90a", "sm_120a"):
+        pytest.skip("the NVFP4 pre-attention op runs on sm_90a and sm_120a")
+    results = check_pre_attention_nvfp4(m, out_mode, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)

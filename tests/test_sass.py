@@ -234,3 +234,14 @@ def test_out_proj_nvfp4_sass():
         (name,) = [n for n in ops if "out_proj_nvfp4" in n]
         c = ops[name]
         assert sum(k for o, k in c.items() if o.startswith(op)) >= 32, (target, sorted(c))
+
+
+def test_pre_attention_nvfp4_sass():
+    """The W4A4 pre-attention: the block-scaled OMMA on sm_120a, HMMA emulation on sm_90a."""
+    from h3cupy.ops import pre_attention
+
+    for target, op in (("sm_120a", "OMMA.SF.16864.F32.E2M1.E2M1.UE4M3.4X"), ("sm_90a", "HMMA")):
+        ops = sass.opcodes(sass.disassemble(pre_attention.PRE_ATTENTION_NVFP4, target))
+        assert len(ops) == 3
+        for c in ops.values():
+            assert sum(k for o, k in c.items() if o.startswith(op)) >= 32, (target, sorted(c))

@@ -8,7 +8,8 @@ struct EpiNvfp4Plain {
   bf16_t* __restrict__ C;
   int M, N;
 
-  H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn) const {
+  H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn,
+                            u8* /*scratch*/) const {
     const int lane = threadIdx.x % 32;
     const int m0 = row0 + wm, n0 = col0 + wn;
 #pragma unroll

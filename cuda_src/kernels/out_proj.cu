@@ -202,7 +202,8 @@ struct EpiMmaGatedResidual {
   int index_is_64, M, N;
   bf16_t* out;
 
-  H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn) const {
+  H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn,
+                            u8* /*scratch*/) const {
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int mi = 0; mi < 4; ++mi)

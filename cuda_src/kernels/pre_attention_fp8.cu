@@ -20,11 +20,6 @@ namespace h3 {
 
 enum PaOut : int { kPaOutBf16 = 0, kPaOutE4m3 = 1, kPaOutNvfp4 = 2 };
 
-struct PaKindScalar {
-  const float* ptr;  // one-element device array, or nullptr
-  float host;
-  H3_DEVICE float get() const { return ptr != nullptr ? *ptr : host; }
-};
 
 // e4m3 codes of a warpgroup's 64 x 128 fragment into a 128B-swizzled 64 x 128-byte box (16-byte
 // chunk c of row r at chunk c ^ (r % 8)), then one TMA store.
@@ -89,11 +84,6 @@ H3_DEVICE void store_fragment_nvfp4(const float (&d)[64], float g, u8* staging, 
   }
 }
 
-// a[kind] without a runtime-indexed array (which would live in local memory)
-template <class T>
-H3_DEVICE T pick3(const T (&a)[3], int kind) {
-  return kind == 0 ? a[0] : (kind == 1 ? a[1] : a[2]);
-}
 
 template <int kOut>
 struct EpiPreAttnQkv {

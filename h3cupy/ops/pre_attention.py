@@ -41,6 +41,12 @@ PRE_ATTENTION_FP8 = jit.ModuleSpec(
     tuple(f"h3::pre_attention_fp8{c}_sm90<{mode}>" for mode in range(3) for c in ("_x2", "")),
 )
 OUT_MODES = ("bf16", "e4m3", "nvfp4")
+PRE_ATTENTION_NVFP4 = jit.ModuleSpec(
+    "kernels/pre_attention_nvfp4.cu",
+    tuple(f"h3::pre_attention_nvfp4_smxx<{mode}>" for mode in range(3)),
+)
+#: shared memory of pre_attention_nvfp4_smxx: 3 NVFP4 stages, 32 KiB of epilogue scratch
+_NV_PA_SMEM = 3 * (128 * 128 + 256 * 128 + 128 * 16 + 2 * 2048) + 32 * 1024 + 2 * 3 * 8 + 1024
 
 #: GEMM back end: "auto" (wgmma on sm_90a, mma.sync on sm_120a), "wgmma" or "mma" (the TMA-fed
 #: mma.sync back end, sm_90a / sm_120a). A module setting, so that tests can run both on the H200.
@@ -429,3 +435,184 @@ def _out_map(out_ptr: int, m: int, cols: int, dtype: str, box_cols: int, swizzle
 
     esize = 2 if dtype == "bfloat16" else 1
     return tma.encode_2d(out_ptr, dtype, cols, m, cols * esize, box_cols, 64, swizzle)
+
+
+def minimax_h3_nvfp4_pre_attention(
+    x,
+    x_norm_weight,
+    adaln_scale,
+    adaln_shift,
+    adaln_index,
+    qkv_weight_q,
+    qkv_weight_sf,
+    qkv_weight_global_scale,
+    act_global_scale,
+    q_norm_weight,
+    k_norm_weight,
+    rope_cos_sin,
+    *,
+    eps: float = 1e-5,
+    out_mode: str = "bf16",
+    alpha=None,
+    q=None,
+    k=None,
+    v=None,
+    q_sf=None,
+    k_sf=None,
+    v_sf=None,
+    q_descale=None,
+    k_descale=None,
+    v_descale=None,
+    q_global_scale=None,
+    k_global_scale=None,
+    v_global_scale=None,
+    act_q=None,
+    act_sf=None,
+):
+    """The W4A4 pre-attention stage (SPEC.md §4): prologue with NVFP4 of ``a`` under the device
+    ``act_global_scale``, the NVFP4 QKV GEMM with ``y = bf16(acc * alpha)``, Q/K RMSNorm + RoPE
+    (identity positions), V, and the output mode — as :func:`minimax_h3_fp8_pre_attention`.
+
+    Args:
+        qkv_weight_q: uint8 ``[21504, 2688]`` packed e2m1 codes; qkv_weight_sf: 128x4-swizzled
+            ue4m3 scales (21504 * 336 bytes); qkv_weight_global_scale: float or one-element fp32
+            device array (from :func:`h3cupy.quantize_minimax_h3_qkv_weight_nvfp4`).
+        act_global_scale: fp32 ``[1]`` device array (read on the device).
+        alpha: optional ``1 / (act_global_scale * qkv_weight_global_scale)`` as a float or a
+            device array; formed on the device when omitted (no host read).
+        act_q, act_sf: optional workspaces, uint8 ``[M, 2688]`` and ``[M, 336]`` (linear).
+        The rest: as :func:`minimax_h3_fp8_pre_attention`.
+
+    Returns:
+        ``PreAttentionOutput(q, k, v, q_sf, k_sf, v_sf)``.
+
+    Runs on sm_120a (block-scaled ``kind::mxf4nvf4`` MMA; compile-checked only) and sm_90a
+    (exact bf16 emulation of the NVFP4 products: correct, not fast). NOTE: not yet run on a GPU
+    (2026-12-01).
+    """
+    from ..core import tma
+    from ..reference.pre_attention import PreAttentionOutput
+    from .gemm import _scalar_arg
+
+    eps = checks.check_positive_finite(eps, "eps")
+    checks.check_choice(out_mode, "out_mode", OUT_MODES)
+    xt, wt, st, ht, it, rows, stride = check_prologue_inputs(
+        x, x_norm_weight, adaln_scale, adaln_shift, adaln_index
+    )
+    dev, m = xt.device, xt.shape[0]
+    wq = interop.as_tensor(qkv_weight_q, "qkv_weight_q")
+    checks.check_tensor(wq, "qkv_weight_q", "uint8", (QKV_ROWS, D // 2), dev)
+    wsf = interop.as_tensor(qkv_weight_sf, "qkv_weight_sf")
+    checks.check_dtype(wsf, "qkv_weight_sf", "uint8")
+    checks.check_contiguous(wsf, "qkv_weight_sf")
+    if wsf.size != QKV_ROWS * (D // 16):
+        raise ValueError(
+            f"qkv_weight_sf: expected {QKV_ROWS * (D // 16)} bytes of 128x4-swizzled scales, got "
+            f"{wsf.size}; pass the scales from quantize_minimax_h3_qkv_weight_nvfp4"
+        )
+    if act_global_scale is None:
+        raise ValueError(
+            "act_global_scale: required; pass the fp32 [1] device array from "
+            "nvfp4_global_scale_from_amax(amax)"
+        )
+    ga = interop.as_tensor(act_global_scale, "act_global_scale")
+    checks.check_tensor(ga, "act_global_scale", "float32", (1,), dev, align=4)
+    gw_host, gw_t = _scalar_arg(qkv_weight_global_scale, "qkv_weight_global_scale", dev)
+    alpha_host, alpha_t = _scalar_arg(alpha, "alpha", dev)
+    qn = interop.as_tensor(q_norm_weight, "q_norm_weight")
+    checks.check_tensor(qn, "q_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
+    kn = interop.as_tensor(k_norm_weight, "k_norm_weight")
+    checks.check_tensor(kn, "k_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
+    cs = interop.as_tensor(rope_cos_sin, "rope_cos_sin")
+    checks.check_dtype(cs, "rope_cos_sin", "bf16")
+    checks.check_shape(cs, "rope_cos_sin", (None, ROPE_COLS), "(cache rows x 96)")
+    if cs.shape[0] < m:
+        raise ValueError(
+            f"rope_cos_sin: expected at least M = {m} rows (row m is token m's), got {cs.shape[0]}"
+        )
+    checks.check_tensor(cs, "rope_cos_sin", "bf16", (cs.shape[0], ROPE_COLS), dev, align=4)
+    descales = _kind_scalars(
+        (q_descale, k_descale, v_descale),
+        ("q_descale", "k_descale", "v_descale"),
+        dev,
+        out_mode == "e4m3",
+        out_mode,
+    )
+    gscales = _kind_scalars(
+        (q_global_scale, k_global_scale, v_global_scale),
+        ("q_global_scale", "k_global_scale", "v_global_scale"),
+        dev,
+        out_mode == "nvfp4",
+        out_mode,
+    )
+    scal = descales if out_mode == "e4m3" else gscales
+
+    def output(tv, name, fmt, shape, fp8=False):
+        if tv is None:
+            return interop.empty(shape, fmt, like=xt)
+        t = interop.as_tensor(tv, name, fp8_as="e4m3" if fp8 else None)
+        checks.check_tensor(t, name, fmt, shape, dev)
+        return t
+
+    names = ((q, "q"), (k, "k"), (v, "v"))
+    if out_mode == "nvfp4":
+        outs = [output(t, n, "uint8", (m, HEADS, 64)) for t, n in names]
+        sf_names = ((q_sf, "q_sf"), (k_sf, "k_sf"), (v_sf, "v_sf"))
+        sfs = [output(t, n, "uint8", (m, HEADS, 8)) for t, n in sf_names]
+    else:
+        fmt = "bf16" if out_mode == "bf16" else "e4m3"
+        outs = [output(t, n, fmt, (m, HEADS, HEAD_DIM), fp8=fmt == "e4m3") for t, n in names]
+        sfs = [None, None, None]
+    aq = output(act_q, "act_q", "uint8", (m, D // 2))
+    asf = output(act_sf, "act_sf", "uint8", (m, D // 16))
+    target = arch.device_target(dev)
+    if target not in ("sm_90a", "sm_120a"):
+        raise RuntimeError(
+            f"minimax_h3_nvfp4_pre_attention runs on sm_120a and sm_90a in this version; this GPU "
+            f"is {target}"
+        )
+
+    # Launch 1: prologue with NVFP4 of a under the device global scale (linear scales).
+    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "nvfp4", None, aq, asf, ga)
+    # Launch 2: the NVFP4 GEMM with the pre-attention epilogue and the output mode.
+    kh = D // 2
+    mode = OUT_MODES.index(out_mode)
+    kernel = jit.get_kernel(PRE_ATTENTION_NVFP4, f"h3::pre_attention_nvfp4_smxx<{mode}>", target)
+    tiles = -(-m // 128) * (QKV_ROWS // 256)
+    launch(
+        kernel,
+        min(tiles, arch.sm_count(dev)),
+        256,
+        (
+            gemm._tensor_map(aq.ptr, "uint8", kh, m, kh, 128),
+            gemm._tensor_map(wq.ptr, "uint8", kh, QKV_ROWS, kh, 256),
+            tma.encode_2d(asf.ptr, "uint8", D // 16, m, D // 16, 16, 128),
+            ptr(wsf),
+            i32(D // 64),
+            i32(m),
+            i32(kh),
+            ptr(qn),
+            ptr(kn),
+            ptr(cs),
+            i32(cs.shape[0]),
+            f32(eps),
+            ptr(alpha_t),
+            ptr(None if alpha is not None else ga),
+            ptr(gw_t),
+            f32(gw_host),
+            f32(alpha_host),
+            *(ptr(t) for t in outs),
+            *(ptr(t) for t in sfs),
+            *(ptr(t) for t, _ in scal),
+            *(f32(h) for _, h in scal),
+        ),
+        tensors=[xt, aq, asf, wq, wsf, ga, qn, kn, cs, *outs]
+        + [t for t in sfs if t is not None]
+        + [t for t, _ in scal if t is not None]
+        + [t for t in (gw_t, alpha_t) if t is not None],
+        smem=_NV_PA_SMEM,
+    )
+    ex = interop.export
+    return PreAttentionOutput(
+        *(ex(t) for t in outs), *((ex(t) if t is not None else None) for t in sfs)
+    )

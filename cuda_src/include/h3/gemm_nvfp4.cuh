@@ -34,6 +34,8 @@ constexpr int kNvABytes = kNvBM * kNvBK, kNvBBytes = kNvBN * kNvBK;
 constexpr int kNvSfaBytes = kNvBM * 16, kNvSfbBytes = 2 * 2048;
 constexpr int kNvStageBytes = kNvABytes + kNvBBytes + kNvSfaBytes + kNvSfbBytes;  // 54 KiB
 constexpr int kNvSmemBytes = kNvStages * kNvStageBytes + 2 * kNvStages * 8 + 1024;
+// Shared memory of gemm_nvfp4_body<Epi, kStages, kScratch>: kStages * kNvStageBytes + kScratch +
+// 2 * kStages * 8 + 1024 (mirrored in h3cupy/ops).
 
 // Dequantize the two nibbles of byte t of `v` with scale `s`: a bf16 pair (low = even element).
 H3_DEVICE u32 e2m1x2_scaled_bf16x2(u32 v, int t, float s) {
@@ -50,24 +52,26 @@ H3_DEVICE u32 e2m1x2_scaled_bf16x2(u32 v, int t, float s) {
 
 H3_DEVICE float ue4m3_byte(u32 word, int j) { return e4m3_to_f32(static_cast<u8>(word >> (8 * j))); }
 
-// The skeleton; `epi(acc, row0, col0, wm, wn)` runs once per tile in every warp with the warp's
-// 64 x 64 block (the layout of h3/gemm_mma_tma.cuh).
-template <class Epi>
+// The skeleton; `epi(acc, row0, col0, wm, wn, scratch)` runs once per tile in every warp with the
+// warp's 64 x 64 block (the layout of h3/gemm_mma_tma.cuh); `scratch` is kScratch bytes of
+// shared memory behind the ring (all 256 threads reach the epilogue together).
+template <class Epi, int kStages = kNvStages, int kScratch = 0>
 H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
                                const TmaDesc& desc_sfa, const u8* __restrict__ sfb, int sfb_c4,
                                int M, int N, int k_bytes, const Epi& epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ u8 smem_raw[];
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
-  u64* full = reinterpret_cast<u64*>(smem + kNvStages * kNvStageBytes);
-  u64* empty = full + kNvStages;
+  u8* scratch = smem + kStages * kNvStageBytes;
+  u64* full = reinterpret_cast<u64*>(scratch + kScratch);
+  u64* empty = full + kStages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q4 = lane % 4;
   const int k_tiles = k_bytes / kNvBK;
   const int row_groups = (N + 127) / 128;
   const TileOrder order{(M + kNvBM - 1) / kNvBM, (N + kNvBN - 1) / kNvBN, 16};
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kNvStages; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], 8);
     }
@@ -76,8 +80,8 @@ H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
   __syncthreads();
 
   auto produce = [&](int j) {
-    const int s = j % kNvStages;
-    if (j >= kNvStages) mbar_wait(&empty[s], ((j / kNvStages) & 1) ^ 1);
+    const int s = j % kStages;
+    if (j >= kStages) mbar_wait(&empty[s], ((j / kStages) & 1) ^ 1);
     int mt, nt;
     order.tile(blockIdx.x + (j / k_tiles) * gridDim.x, mt, nt);
     const int kt = j % k_tiles;
@@ -100,7 +104,7 @@ H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
       blockIdx.x < order.count() ? (order.count() - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   const int total = my_tiles * k_tiles;
   if (threadIdx.x == 0)
-    for (int j = 0; j < kNvStages - 1 && j < total; ++j) produce(j);
+    for (int j = 0; j < kStages - 1 && j < total; ++j) produce(j);
 
   const int wm = (warp / 4) * 64, wn = (warp % 4) * 64;
   float acc[4][8][4];
@@ -115,9 +119,9 @@ H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      if (threadIdx.x == 0 && it + kNvStages - 1 < total) produce(it + kNvStages - 1);
-      const int s = it % kNvStages;
-      mbar_wait(&full[s], (it / kNvStages) & 1);
+      if (threadIdx.x == 0 && it + kStages - 1 < total) produce(it + kStages - 1);
+      const int s = it % kStages;
+      mbar_wait(&full[s], (it / kStages) & 1);
       u8* st = smem + s * kNvStageBytes;
       const u32 sa = smem_addr(st), sb = sa + kNvABytes;
       const u8* sfa_s = st + kNvABytes + kNvBBytes;
@@ -206,7 +210,7 @@ H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
       if (lane == 0) mbar_arrive(&empty[s]);
     }
 
-    epi(acc, mt_ * kNvBM, nt_ * kNvBN, wm, wn);
+    epi(acc, mt_ * kNvBM, nt_ * kNvBN, wm, wn, scratch);
   }
 #else
   __trap();
