@@ -43,3 +43,26 @@ def test_pre_attention_example_runs():
     else:
         worst = [float(line.split("=")[-1]) for line in res.stdout.splitlines() if "worst" in line]
         assert worst and max(worst) <= 1.0, res.stdout
+
+
+def test_h3_block_example_runs():
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "h3_block.py"), "257"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    if "No sm_90a GPU here" in res.stdout:
+        assert "attn_out [4, 7168]" in res.stdout
+    else:
+        ratios = []
+        for line in res.stdout.splitlines():
+            if "worst |err| / bound" in line:
+                for part in line.split(":", 1)[1].split(","):
+                    tok = part.split()
+                    if len(tok) >= 2 and tok[1].replace(".", "", 1).isdigit():
+                        ratios.append(float(tok[1]))
+        assert ratios and max(ratios) <= 1.0, res.stdout
