@@ -3,10 +3,10 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|new|bench]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|new|new-ops|bench]
 #
 # tests (default): every GPU test (ping-pong included), the quick self-test, memcheck.
-# new: only the tests that have not yet passed on a GPU, and memcheck.
+# new / new-ops: only the tests that have not yet passed on a GPU (engine parts / operators).
 # bench: every benchmark.
 # The NVRTC disk cache lives in .h3cache/ (ignored by git); its tarball is written to $OUT so a
 # later round can start warm (restore it with: tar xf h3cache.tar).
@@ -30,11 +30,14 @@ run() {  # run SECONDS LOGFILE CMD...: a stage with a timeout, appending to LOGF
 PYTEST=(python3 -m pytest -q -rs -p no:cacheprovider)
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
-  new)  # only what has not yet passed on a GPU
-    run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "pingpong or mma_tma or nvfp4"
-    run 500 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k "pingpong or mma_backend or fp8 or nvfp4"
-    run 400 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py tests/test_mlp_gpu.py
-    run 120 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
+  new)  # engine parts not yet passed on a GPU (fits one 10-minute call)
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "pingpong or mma_tma or nvfp4"
+    run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k "pingpong or mma_backend"
+    run 90 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
+    ;;
+  new-ops)  # operators not yet passed on a GPU (fits one 10-minute call)
+    run 280 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k "fp8 or nvfp4"
+    run 280 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py tests/test_mlp_gpu.py
     ;;
   tests)  # every GPU test, the self-test, memcheck
     run 900 "$OUT/tests.log" "${PYTEST[@]}" tests
@@ -48,7 +51,7 @@ case "$MODE" in
     run 240 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
     run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
     ;;
-  *) echo "mode: expected new, tests or bench, got $MODE"; exit 2 ;;
+  *) echo "mode: expected tests, new, new-ops or bench, got $MODE"; exit 2 ;;
 esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status
