@@ -3,11 +3,11 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|new|new-ops|bench]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|new|new-ops|bench|bench-ops]
 #
 # tests (default): every GPU test (ping-pong included), the quick self-test, memcheck.
 # new / new-ops: only the tests that have not yet passed on a GPU (engine parts / operators).
-# bench: every benchmark.
+# bench / bench-ops: the benchmarks (engine and BF16 op / the W8A8 ops).
 # The NVRTC disk cache lives in .h3cache/ (ignored by git); its tarball is written to $OUT so a
 # later round can start warm (restore it with: tar xf h3cache.tar).
 set -u -o pipefail
@@ -44,14 +44,16 @@ case "$MODE" in
     run 300 "$OUT/selftest.log" python3 -m h3cupy.selftest --quick
     run 120 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
     ;;
-  bench)  # every benchmark
-    run 120 "$OUT/bench.log" python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json"
+  bench)  # the prologue, the GEMM engine and the BF16 pre-attention (one call)
+    run 100 "$OUT/bench.log" python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json"
     run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --m 129 4824 38592 \
       --backend wgmma wgmma128x2pp mma_tma --json "$OUT/bench_gemm.json"
-    run 240 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
-    run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
+    run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
     ;;
-  *) echo "mode: expected tests, new, new-ops or bench, got $MODE"; exit 2 ;;
+  bench-ops)  # the W8A8 operators against their chains (one call)
+    run 500 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
+    ;;
+  *) echo "mode: expected tests, new, new-ops, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status
