@@ -119,3 +119,65 @@ def test_epilogue_covers_the_tile_once():
                         col = wn + nt * 8 + 2 * (lane % 4) + (r % 2)
                         hits[row, col] += 1
     assert np.all(hits == 1)
+
+
+def test_nvfp4_emulation_k_permutation_and_scales():
+    """The sm_90 path of gemm_nvfp4.cuh in NumPy: per lane, byte tt of every m16n8k64 e2m1
+    fragment register (A: row g (+8), k 8q (+32) ..; B: column g, k 8q (+32) ..), scaled by its
+    16-block's ue4m3 (block q/2 + 2*(r//2)), fills the bf16 m16n8k16 fragment slots (k 2q.., 2q+8..)
+    of MMA tt; the four MMAs must equal the block-scaled product exactly."""
+    from h3cupy import formats
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 16, (16, 64))
+    b = rng.integers(0, 16, (8, 64))
+    sa = rng.integers(0x20, 0x50, (16, 4))
+    sb = rng.integers(0x20, 0x50, (8, 4))
+
+    def dec(c):
+        return formats.e2m1_decode(np.asarray(c, np.uint8)).astype(np.float64)
+
+    def sc(s):
+        return formats.ue4m3_decode(np.asarray(s, np.uint8)).astype(np.float64)
+
+    ref = (dec(a) * np.repeat(sc(sa), 16, 1)) @ (dec(b) * np.repeat(sc(sb), 16, 1)).T
+    d = np.zeros((16, 8))
+    for tt in range(4):
+        av, bv = np.zeros((16, 16)), np.zeros((8, 16))
+        for lane in range(32):
+            g, q = lane // 4, lane % 4
+            for r in range(4):
+                row, kk = g + 8 * (r % 2), 8 * q + 32 * (r // 2) + 2 * tt
+                blk = q // 2 + 2 * (r // 2)  # the kernel's scale byte for register r
+                assert blk == kk // 16
+                vk = 2 * q + 8 * (r // 2)
+                av[row, vk : vk + 2] = dec(a[row, kk : kk + 2]) * sc(sa[row, blk])
+            for r in range(2):
+                kk = 8 * q + 32 * r + 2 * tt
+                vk = 2 * q + 8 * r
+                bv[g, vk : vk + 2] = dec(b[g, kk : kk + 2]) * sc(sb[g, kk // 16])
+        d += av @ bv.T
+    assert np.array_equal(d, ref)
+
+
+def test_e4m3_on_sm90_two_f16_mmas():
+    """The sm_90 e4m3 path of gemm_mma_tma.cuh in NumPy: a k32 fragment register (4 bytes, k 4q..)
+    split into f16 pairs (bytes 0-1 -> k 2q.., bytes 2-3 -> k 2q+8..), k 0-15 and 16-31 as two
+    MMAs, the same permutation for A and B: the product is unchanged."""
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(16, 32))
+    b = rng.normal(size=(8, 32))
+    d = np.zeros((16, 8))
+    for half in range(2):
+        av, bv = np.zeros((16, 16)), np.zeros((8, 16))
+        for lane in range(32):
+            g, q = lane // 4, lane % 4
+            k0 = 4 * q + 16 * half
+            for r in range(2):
+                row = g + 8 * r
+                av[row, 2 * q : 2 * q + 2] = a[row, k0 : k0 + 2]
+                av[row, 8 + 2 * q : 10 + 2 * q] = a[row, k0 + 2 : k0 + 4]
+            bv[g, 2 * q : 2 * q + 2] = b[g, k0 : k0 + 2]
+            bv[g, 8 + 2 * q : 10 + 2 * q] = b[g, k0 + 2 : k0 + 4]
+        d += av @ bv.T
+    np.testing.assert_allclose(d, a @ b.T, rtol=0, atol=1e-12)
