@@ -128,3 +128,16 @@ def check_positive_finite(value, name: str) -> float:
     if not math.isfinite(v) or v <= 0:
         raise ValueError(f"{name}: expected a positive finite float, got {value!r}")
     return v
+
+
+def output_or_empty(t, name: str, fmt: str, shape: Sequence[int], like: Tensor) -> Tensor:
+    """A caller-supplied output / workspace checked for ``fmt`` and ``shape`` on ``like``'s
+    device (e4m3 accepted as uint8 codes), or a new one in ``like``'s framework when ``t`` is
+    None."""
+    from . import interop
+
+    if t is None:
+        return interop.empty(tuple(shape), fmt, like=like)
+    tt = interop.as_tensor(t, name, fp8_as="e4m3" if fmt == "e4m3" else None)
+    check_tensor(tt, name, fmt, shape, like.device)
+    return tt

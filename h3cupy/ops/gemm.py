@@ -115,11 +115,7 @@ def _gemm_operands(a, b, fmt, row_scale, col_scale, out, formats_, k_align_bytes
     if col_scale is not None:
         cs = interop.as_tensor(col_scale, "col_scale")
         checks.check_tensor(cs, "col_scale", "float32", (n,), dev, align=4)
-    if out is None:
-        ot = interop.empty((m, n), "bf16", like=at)
-    else:
-        ot = interop.as_tensor(out, "out")
-        checks.check_tensor(ot, "out", "bf16", (m, n), dev)
+    ot = checks.output_or_empty(out, "out", "bf16", (m, n), at)
     return at, bt, rs, cs, ot, m, n, k, esize
 
 
@@ -434,11 +430,7 @@ def gemm_nvfp4(
                 "a_global_scale: expected a one-element fp32 device array (read on the device)"
             )
         gw_host, gw_t = _scalar_arg(b_global_scale, "b_global_scale", dev)
-    if out is None:
-        ot = interop.empty((m, n), "bf16", like=at)
-    else:
-        ot = interop.as_tensor(out, "out")
-        checks.check_tensor(ot, "out", "bf16", (m, n), dev)
+    ot = checks.output_or_empty(out, "out", "bf16", (m, n), at)
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(f"gemm_nvfp4 needs sm_90a or sm_120a, this GPU is {target}")

@@ -113,22 +113,17 @@ def minimax_h3_mlp_fp8_sm120(
     s2 = interop.as_tensor(fc2_weight_scale, "fc2_weight_scale")
     checks.check_tensor(s2, "fc2_weight_scale", "float32", (D,), dev)
 
-    def buf(t, name, fmt, shape, fp8=False):
-        if t is None:
-            return interop.empty(shape, fmt, like=xt)
-        tt = interop.as_tensor(t, name, fp8_as="e4m3" if fp8 else None)
-        checks.check_tensor(tt, name, fmt, shape, dev)
-        return tt
-
-    ot = buf(out, "out", "bf16", (m, D))
-    aq = buf(workspace_a_q, "workspace_a_q", "e4m3", (m, D), fp8=True)
-    asc = buf(workspace_a_scale, "workspace_a_scale", "float32", (m,))
-    yt = buf(workspace_y, "workspace_y", "bf16", (m, FFN))
-    yq = buf(workspace_y_q, "workspace_y_q", "e4m3", (m, FFN), fp8=True)
-    ysc = buf(workspace_y_scale, "workspace_y_scale", "float32", (m,))
+    ot = checks.output_or_empty(out, "out", "bf16", (m, D), xt)
+    aq = checks.output_or_empty(workspace_a_q, "workspace_a_q", "e4m3", (m, D), xt)
+    asc = checks.output_or_empty(workspace_a_scale, "workspace_a_scale", "float32", (m,), xt)
+    yt = checks.output_or_empty(workspace_y, "workspace_y", "bf16", (m, FFN), xt)
+    yq = checks.output_or_empty(workspace_y_q, "workspace_y_q", "e4m3", (m, FFN), xt)
+    ysc = checks.output_or_empty(workspace_y_scale, "workspace_y_scale", "float32", (m,), xt)
     ft = None
     if workspace_flags is not None:
-        ft = buf(workspace_flags, "workspace_flags", "int32", (minimax_h3_mlp_fc2_flags_sm120(m),))
+        ft = checks.output_or_empty(
+            workspace_flags, "workspace_flags", "int32", (minimax_h3_mlp_fc2_flags_sm120(m),), xt
+        )
     target = arch.device_target(dev)
     if target != "sm_90a":
         raise RuntimeError(

@@ -106,21 +106,10 @@ def minimax_h3_fp8_out_proj(
     checks.check_tensor(it, "gate_index", ("int32", "int64"), (m,), dev, align=it.itemsize)
     rt = interop.as_tensor(residual, "residual")
     checks.check_tensor(rt, "residual", "bf16", (m, D), dev)
-    if out is None:
-        ot = interop.empty((m, D), "bf16", like=at)
-    else:
-        ot = interop.as_tensor(out, "out")
-        checks.check_tensor(ot, "out", "bf16", (m, D), dev)
+    ot = checks.output_or_empty(out, "out", "bf16", (m, D), at)
 
-    def ws_out(t, name, fmt, shape, fp8=False):
-        if t is None:
-            return interop.empty(shape, fmt, like=at)
-        tt = interop.as_tensor(t, name, fp8_as="e4m3" if fp8 else None)
-        checks.check_tensor(tt, name, fmt, shape, dev)
-        return tt
-
-    aq = ws_out(act_q, "act_q", "e4m3", (m, ATTN), fp8=True)
-    asc = ws_out(act_scale, "act_scale", "float32", (m,))
+    aq = checks.output_or_empty(act_q, "act_q", "e4m3", (m, ATTN), at)
+    asc = checks.output_or_empty(act_scale, "act_scale", "float32", (m,), at)
     target = arch.device_target(dev)
     if target != "sm_90a":
         raise RuntimeError(
@@ -258,16 +247,9 @@ def minimax_h3_nvfp4_out_proj(
     rt = interop.as_tensor(residual, "residual")
     checks.check_tensor(rt, "residual", "bf16", (m, D), dev)
 
-    def buf(t, name, fmt, shape):
-        if t is None:
-            return interop.empty(shape, fmt, like=at)
-        tt = interop.as_tensor(t, name)
-        checks.check_tensor(tt, name, fmt, shape, dev)
-        return tt
-
-    ot = buf(out, "out", "bf16", (m, D))
-    aq = buf(act_q, "act_q", "uint8", (m, ATTN // 2))
-    asf = buf(act_sf, "act_sf", "uint8", (m, ATTN // 16))
+    ot = checks.output_or_empty(out, "out", "bf16", (m, D), at)
+    aq = checks.output_or_empty(act_q, "act_q", "uint8", (m, ATTN // 2), at)
+    asf = checks.output_or_empty(act_sf, "act_sf", "uint8", (m, ATTN // 16), at)
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(

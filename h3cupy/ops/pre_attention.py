@@ -227,6 +227,56 @@ def _launch_mma(at, qkv, qn, kn, cs, s_rows, pt, qk_eps, hp, ot, m, target) -> N
     )
 
 
+def _check_head_inputs(q_norm_weight, k_norm_weight, rope_cos_sin, dev: int, m: int):
+    """The per-head RMSNorm weights (bf16 [128]) and the RoPE cache of the quantized ops (bf16
+    [S, 96] with S >= M: identity positions, row m is token m's)."""
+    qn = interop.as_tensor(q_norm_weight, "q_norm_weight")
+    checks.check_tensor(qn, "q_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
+    kn = interop.as_tensor(k_norm_weight, "k_norm_weight")
+    checks.check_tensor(kn, "k_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
+    cs = interop.as_tensor(rope_cos_sin, "rope_cos_sin")
+    checks.check_dtype(cs, "rope_cos_sin", "bf16")
+    checks.check_shape(cs, "rope_cos_sin", (None, ROPE_COLS), "(cache rows x 96)")
+    if cs.shape[0] < m:
+        raise ValueError(
+            f"rope_cos_sin: expected at least M = {m} rows (row m is token m's), got {cs.shape[0]}"
+        )
+    checks.check_tensor(cs, "rope_cos_sin", "bf16", (cs.shape[0], ROPE_COLS), dev, align=4)
+    return qn, kn, cs
+
+
+def _qkv_outputs(out_mode: str, qkv, qkv_sf, descales, global_scales, like):
+    """Outputs and per-kind scalars of an out_mode (SPEC.md §4): q, k, v (bf16 / e4m3
+    [M, 56, 128], or packed e2m1 [M, 56, 64] with scales [M, 56, 8] for nvfp4), checked or
+    allocated, and the (device tensor or None, host value) scalar of each kind that the mode
+    needs (descales for e4m3, global scales for nvfp4, unused zeros for bf16)."""
+    dev, m = like.device, like.shape[0]
+    names = ("q", "k", "v")
+    d = _kind_scalars(
+        descales, tuple(f"{n}_descale" for n in names), dev, out_mode == "e4m3", out_mode
+    )
+    g = _kind_scalars(
+        global_scales, tuple(f"{n}_global_scale" for n in names), dev, out_mode == "nvfp4", out_mode
+    )
+    if out_mode == "nvfp4":
+        outs = [
+            checks.output_or_empty(t, n, "uint8", (m, HEADS, 64), like)
+            for t, n in zip(qkv, names, strict=True)
+        ]
+        sfs = [
+            checks.output_or_empty(t, f"{n}_sf", "uint8", (m, HEADS, 8), like)
+            for t, n in zip(qkv_sf, names, strict=True)
+        ]
+    else:
+        fmt = "bf16" if out_mode == "bf16" else "e4m3"
+        outs = [
+            checks.output_or_empty(t, n, fmt, (m, HEADS, HEAD_DIM), like)
+            for t, n in zip(qkv, names, strict=True)
+        ]
+        sfs = [None, None, None]
+    return outs, sfs, (d if out_mode == "e4m3" else g)
+
+
 @functools.lru_cache(maxsize=256)
 def _pack_map(out_ptr: int, m: int, p: int, hp: int):
     """3-D tensor map of the pack ``[P, M, hp * 384]`` (bf16): boxes of 64 columns x 64 rows x 1
@@ -323,56 +373,17 @@ def minimax_h3_fp8_pre_attention(
     checks.check_tensor(wq, "qkv_weight_q", "e4m3", (QKV_ROWS, D), dev)
     ws = interop.as_tensor(qkv_weight_scale, "qkv_weight_scale")
     checks.check_tensor(ws, "qkv_weight_scale", "float32", (QKV_ROWS,), dev)
-    qn = interop.as_tensor(q_norm_weight, "q_norm_weight")
-    checks.check_tensor(qn, "q_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
-    kn = interop.as_tensor(k_norm_weight, "k_norm_weight")
-    checks.check_tensor(kn, "k_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
-    cs = interop.as_tensor(rope_cos_sin, "rope_cos_sin")
-    checks.check_dtype(cs, "rope_cos_sin", "bf16")
-    checks.check_shape(cs, "rope_cos_sin", (None, ROPE_COLS), "(cache rows x 96)")
-    if cs.shape[0] < m:
-        raise ValueError(
-            f"rope_cos_sin: expected at least M = {m} rows (row m is token m's), got {cs.shape[0]}"
-        )
-    checks.check_tensor(cs, "rope_cos_sin", "bf16", (cs.shape[0], ROPE_COLS), dev, align=4)
-    descales = _kind_scalars(
+    qn, kn, cs = _check_head_inputs(q_norm_weight, k_norm_weight, rope_cos_sin, dev, m)
+    outs, sfs, scal = _qkv_outputs(
+        out_mode,
+        (q, k, v),
+        (q_sf, k_sf, v_sf),
         (q_descale, k_descale, v_descale),
-        ("q_descale", "k_descale", "v_descale"),
-        dev,
-        out_mode == "e4m3",
-        out_mode,
-    )
-    gscales = _kind_scalars(
         (q_global_scale, k_global_scale, v_global_scale),
-        ("q_global_scale", "k_global_scale", "v_global_scale"),
-        dev,
-        out_mode == "nvfp4",
-        out_mode,
+        xt,
     )
-    scal = descales if out_mode == "e4m3" else gscales
-
-    def output(tv, name, fmt, shape, fp8=False):
-        if tv is None:
-            return interop.empty(shape, fmt, like=xt)
-        t = interop.as_tensor(tv, name, fp8_as="e4m3" if fp8 else None)
-        checks.check_tensor(t, name, fmt, shape, dev)
-        return t
-
-    if out_mode == "nvfp4":
-        outs = [output(t, n, "uint8", (m, HEADS, 64)) for t, n in ((q, "q"), (k, "k"), (v, "v"))]
-        sfs = [
-            output(t, n, "uint8", (m, HEADS, 8))
-            for t, n in ((q_sf, "q_sf"), (k_sf, "k_sf"), (v_sf, "v_sf"))
-        ]
-    else:
-        fmt = "bf16" if out_mode == "bf16" else "e4m3"
-        outs = [
-            output(t, n, fmt, (m, HEADS, HEAD_DIM), fp8=fmt == "e4m3")
-            for t, n in ((q, "q"), (k, "k"), (v, "v"))
-        ]
-        sfs = [None, None, None]
-    aq = output(act_q, "act_q", "e4m3", (m, D), fp8=True)
-    asc = output(act_scale, "act_scale", "float32", (m,))
+    aq = checks.output_or_empty(act_q, "act_q", "e4m3", (m, D), xt)
+    asc = checks.output_or_empty(act_scale, "act_scale", "float32", (m,), xt)
     target = arch.device_target(dev)
     if target != "sm_90a":
         raise RuntimeError(
@@ -519,52 +530,17 @@ def minimax_h3_nvfp4_pre_attention(
     checks.check_tensor(ga, "act_global_scale", "float32", (1,), dev, align=4)
     gw_host, gw_t = _scalar_arg(qkv_weight_global_scale, "qkv_weight_global_scale", dev)
     alpha_host, alpha_t = _scalar_arg(alpha, "alpha", dev)
-    qn = interop.as_tensor(q_norm_weight, "q_norm_weight")
-    checks.check_tensor(qn, "q_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
-    kn = interop.as_tensor(k_norm_weight, "k_norm_weight")
-    checks.check_tensor(kn, "k_norm_weight", "bf16", (HEAD_DIM,), dev, align=4)
-    cs = interop.as_tensor(rope_cos_sin, "rope_cos_sin")
-    checks.check_dtype(cs, "rope_cos_sin", "bf16")
-    checks.check_shape(cs, "rope_cos_sin", (None, ROPE_COLS), "(cache rows x 96)")
-    if cs.shape[0] < m:
-        raise ValueError(
-            f"rope_cos_sin: expected at least M = {m} rows (row m is token m's), got {cs.shape[0]}"
-        )
-    checks.check_tensor(cs, "rope_cos_sin", "bf16", (cs.shape[0], ROPE_COLS), dev, align=4)
-    descales = _kind_scalars(
+    qn, kn, cs = _check_head_inputs(q_norm_weight, k_norm_weight, rope_cos_sin, dev, m)
+    outs, sfs, scal = _qkv_outputs(
+        out_mode,
+        (q, k, v),
+        (q_sf, k_sf, v_sf),
         (q_descale, k_descale, v_descale),
-        ("q_descale", "k_descale", "v_descale"),
-        dev,
-        out_mode == "e4m3",
-        out_mode,
-    )
-    gscales = _kind_scalars(
         (q_global_scale, k_global_scale, v_global_scale),
-        ("q_global_scale", "k_global_scale", "v_global_scale"),
-        dev,
-        out_mode == "nvfp4",
-        out_mode,
+        xt,
     )
-    scal = descales if out_mode == "e4m3" else gscales
-
-    def output(tv, name, fmt, shape, fp8=False):
-        if tv is None:
-            return interop.empty(shape, fmt, like=xt)
-        t = interop.as_tensor(tv, name, fp8_as="e4m3" if fp8 else None)
-        checks.check_tensor(t, name, fmt, shape, dev)
-        return t
-
-    names = ((q, "q"), (k, "k"), (v, "v"))
-    if out_mode == "nvfp4":
-        outs = [output(t, n, "uint8", (m, HEADS, 64)) for t, n in names]
-        sf_names = ((q_sf, "q_sf"), (k_sf, "k_sf"), (v_sf, "v_sf"))
-        sfs = [output(t, n, "uint8", (m, HEADS, 8)) for t, n in sf_names]
-    else:
-        fmt = "bf16" if out_mode == "bf16" else "e4m3"
-        outs = [output(t, n, fmt, (m, HEADS, HEAD_DIM), fp8=fmt == "e4m3") for t, n in names]
-        sfs = [None, None, None]
-    aq = output(act_q, "act_q", "uint8", (m, D // 2))
-    asf = output(act_sf, "act_sf", "uint8", (m, D // 16))
+    aq = checks.output_or_empty(act_q, "act_q", "uint8", (m, D // 2), xt)
+    asf = checks.output_or_empty(act_sf, "act_sf", "uint8", (m, D // 16), xt)
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(

@@ -163,19 +163,12 @@ def norm_adaln(
             f"out_format={out_format!r} needs an sm_89 or newer GPU; this one is {target}"
         )
 
-    def out(t, name, fmt, shape, fp8=False):
-        if t is None:
-            return interop.empty(shape, fmt, like=xt)
-        tt = interop.as_tensor(t, name, fp8_as="e4m3" if fp8 else None)
-        checks.check_tensor(tt, name, fmt, shape, dev)
-        return tt
-
     at = qt = sct = gt = None
     if out_format == "bf16" or a is not None or write_bf16:
-        at = out(a, "a", "bf16", (m, D))
+        at = checks.output_or_empty(a, "a", "bf16", (m, D), xt)
     if out_format == "fp8":
-        qt = out(q, "q", "e4m3", (m, D), fp8=True)
-        sct = out(scale, "scale", "float32", (m,))
+        qt = checks.output_or_empty(q, "q", "e4m3", (m, D), xt)
+        sct = checks.output_or_empty(scale, "scale", "float32", (m,), xt)
     elif out_format == "nvfp4":
         if act_global_scale is None:
             raise ValueError(
@@ -184,8 +177,8 @@ def norm_adaln(
             )
         gt = interop.as_tensor(act_global_scale, "act_global_scale")
         checks.check_tensor(gt, "act_global_scale", "float32", (1,), dev, align=4)
-        qt = out(q, "q", "uint8", (m, D // 2))
-        sct = out(scale, "scale", "uint8", (m, D // 16))
+        qt = checks.output_or_empty(q, "q", "uint8", (m, D // 2), xt)
+        sct = checks.output_or_empty(scale, "scale", "uint8", (m, D // 16), xt)
 
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, out_format, at, qt, sct, gt)
     return NormAdalnOutput(*(interop.export(t) if t is not None else None for t in (at, qt, sct)))
