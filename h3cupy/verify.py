@@ -249,6 +249,18 @@ def check_weight_helpers(rng: np.random.Generator | None = None) -> list[Check]:
     return out
 
 
+def sample_rows(m: int, max_rows: int, rng: np.random.Generator) -> np.ndarray:
+    """Rows a reference recomputes: all of them when M <= max_rows, else a random sample plus
+    the first two, the last and the rows around the last full 128-row tile (the M tail). The ops
+    are row-local, so a row subset of the reference is the reference of those rows."""
+    if m <= max_rows:
+        return np.arange(m)
+    edge = (m // 128) * 128
+    tail = np.array([0, 1, edge - 1, edge, m - 1])
+    rows = np.unique(np.concatenate([rng.choice(m, max_rows, replace=False), tail]))
+    return rows[(rows >= 0) & (rows < m)]
+
+
 def pre_attention_bound(ref: np.ndarray) -> np.ndarray:
     """SPEC §8 bound of a bf16 op output: ``1e-2 + 1e-2*mag + 2*ulp_bf16(mag)``, with ``mag`` the
     max of |ref| and |partner| on the RoPE dims (a rotated pair can cancel). ``ref`` is
@@ -304,12 +316,7 @@ def check_pre_attention_bf16(
         "rope_cos_sin",
     )
     dev = {k: upload(host[k]) for k in keys}
-    if m <= max_ref_rows:
-        rows = np.arange(m)
-    else:
-        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, 0, 1]
-        rows = np.unique(np.concatenate([rng.choice(m, max_ref_rows, replace=False), tail]))
-        rows = rows[(rows >= 0) & (rows < m)]
+    rows = sample_rows(m, max_ref_rows, rng)
     ref1 = reference.minimax_h3_bf16_pre_attention(
         host["x"][rows],
         host["x_norm_weight"],
@@ -448,10 +455,7 @@ def check_pre_attention_fp8(
         act_scale=act_scale,
         **kw,
     )
-    rows = np.arange(m)
-    if m > max_ref_rows:
-        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, 0]
-        rows = np.unique(np.concatenate([rng.choice(m, max_ref_rows, replace=False), tail]))
+    rows = sample_rows(m, max_ref_rows, rng)
     aq = download(act_q)[rows]
     asc = download(act_scale)[rows]
     scal = {
@@ -590,10 +594,7 @@ def check_pre_attention_nvfp4(
         act_sf=act_sf,
         **kw,
     )
-    rows = np.arange(m)
-    if m > max_ref_rows:
-        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, 0]
-        rows = np.unique(np.concatenate([rng.choice(m, max_ref_rows, replace=False), tail]))
+    rows = sample_rows(m, max_ref_rows, rng)
     scal = {
         "e4m3": dict(zip(("q_descale", "k_descale", "v_descale"), descale, strict=True)),
         "nvfp4": dict(
@@ -701,10 +702,7 @@ def check_mlp_fp8(
             _expected_flags(m),
         ),
     ]
-    rows = np.arange(m)
-    if m > max_ref_rows:
-        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, 0]
-        rows = np.unique(np.concatenate([rng.choice(m, max_ref_rows, replace=False), tail]))
+    rows = sample_rows(m, max_ref_rows, rng)
     aq, asc = download(ws["workspace_a_q"])[rows], download(ws["workspace_a_scale"])[rows]
     ref = reference.minimax_h3_mlp_fp8_sm120(
         host["x"][rows],
@@ -797,10 +795,7 @@ def check_out_proj_nvfp4(
         exact("nvfp4_out_proj", shape, "act_q", download(act_q), want_q),
         exact("nvfp4_out_proj", shape, "act_sf", download(act_sf), want_sf),
     ]
-    rows = np.arange(m)
-    if m > max_ref_rows:
-        tail = [(m // 128) * 128 - 1, (m // 128) * 128, m - 1, 0]
-        rows = np.unique(np.concatenate([rng.choice(m, max_ref_rows, replace=False), tail]))
+    rows = sample_rows(m, max_ref_rows, rng)
     ref = reference.minimax_h3_nvfp4_out_proj(
         host["attn_out"][rows],
         wq,

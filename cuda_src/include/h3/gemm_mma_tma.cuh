@@ -171,13 +171,14 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
 #endif
 }
 
-// The plain epilogue: C = bf16((acc * row_scale[m]) * col_scale[n]), scales optional, two adjacent
-// columns per 4-byte store.
+// The plain epilogue: C = bf16(((acc * row_scale[m]) * col_scale[n]) * alpha), scales optional,
+// two adjacent columns per 4-byte store.
 struct EpiMmaScaleBf16 {
   const float* __restrict__ row_scale;
   const float* __restrict__ col_scale;
   bf16_t* __restrict__ C;
   int M, N;
+  float alpha = 1.f;  // a last factor (the NVFP4 GEMM's); multiplying by 1 is exact
 
   H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn,
                             u8* /*scratch*/) const {
@@ -196,8 +197,8 @@ struct EpiMmaScaleBf16 {
           if (col >= N) continue;
           float2 cs = make_float2(1.f, 1.f);
           if (col_scale != nullptr) cs = *reinterpret_cast<const float2*>(col_scale + col);
-          const float v0 = (acc[mi][ni][2 * h] * rs) * cs.x;
-          const float v1 = (acc[mi][ni][2 * h + 1] * rs) * cs.y;
+          const float v0 = ((acc[mi][ni][2 * h] * rs) * cs.x) * alpha;
+          const float v1 = ((acc[mi][ni][2 * h + 1] * rs) * cs.y) * alpha;
           *reinterpret_cast<u32*>(C + static_cast<i64>(row) * N + col) =
               pack_bf16x2(f32_to_bf16(v0), f32_to_bf16(v1));
         }
