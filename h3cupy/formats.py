@@ -161,8 +161,16 @@ def e4m3_encode(x: np.ndarray | float) -> np.ndarray:
 
 
 def e4m3_decode(codes: np.ndarray) -> np.ndarray:
-    """Decode float8_e4m3fn bytes (uint8 array) to float32 (0x7F / 0xFF decode to NaN)."""
-    return np.asarray(codes, dtype=np.uint8).view(E4M3).astype(np.float32)
+    """Decode float8_e4m3fn bytes (uint8 array) to float32 (0x7F / 0xFF decode to NaN).
+
+    A float8_e4m3fn-typed array is taken as what it is; any other non-integer array is refused
+    (a value cast to uint8 would silently decode the wrong codes)."""
+    a = np.asarray(codes)
+    if a.dtype == E4M3:
+        return a.astype(np.float32)
+    if a.dtype.kind not in "ui":
+        raise TypeError(f"e4m3_decode: expected uint8 codes or float8_e4m3fn data, got {a.dtype}")
+    return a.astype(np.uint8).view(E4M3).astype(np.float32)
 
 
 def ue4m3_encode(x: np.ndarray | float) -> np.ndarray:

@@ -131,7 +131,10 @@ def upload(a: np.ndarray):
 
 
 def download(a) -> np.ndarray:
-    """A device array (CuPy or torch) back to NumPy; bf16 comes back as ml_dtypes.bfloat16."""
+    """A device array (CuPy or torch) back to NumPy; bf16 comes back as ml_dtypes.bfloat16, e4m3
+    (torch float8_e4m3fn, or a CuPy array viewed as ml_dtypes.float8_e4m3fn by
+    :func:`h3cupy.core.interop.export`) as its raw uint8 codes, which is what every check and
+    ``formats.e4m3_decode`` take."""
     import cupy
 
     if type(a).__module__.startswith("torch"):
@@ -142,6 +145,10 @@ def download(a) -> np.ndarray:
         if a.dtype == torch.float8_e4m3fn:
             return a.view(torch.uint8).cpu().numpy()
         return a.cpu().numpy()
+    if a.dtype == formats.E4M3:
+        # NOTE: a value cast (np.asarray(..., np.uint8)) of float8 data would turn codes into
+        # truncated numbers; the bytes are what is compared.
+        a = a.view(cupy.uint8)
     return cupy.asnumpy(a)
 
 

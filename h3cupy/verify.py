@@ -750,6 +750,89 @@ def check_mlp_fp8(
     return checks
 
 
+def check_out_proj_fp8(
+    m: int,
+    rng: np.random.Generator | None = None,
+    *,
+    alias: bool = False,
+    index_dtype=np.int32,
+    max_ref_rows: int = 160,
+) -> list[Check]:
+    """``minimax_h3_fp8_out_proj`` (SPEC §5): act_q / act_scale bit-exact to the host per-token
+    FP8 of attn_out; out within ``1e-2 + 1e-2*mag + 2*ulp_bf16(mag)`` of the reference consuming
+    those codes, mag = max(|ref|, |gate*o|) (|gate*o| taken as |ref - residual|); rows with an
+    invalid index equal ``residual`` bit for bit. Guard indices -1, rows and 2^31-1 are planted;
+    ``alias`` passes ``out=residual``."""
+    import cupy
+
+    from .ops.out_proj import minimax_h3_fp8_out_proj
+
+    rng = rng or np.random.default_rng()
+    host = ref_inputs.out_proj_inputs(m, rows=9, index_dtype=index_dtype, rng=rng)
+    # -0 and +0 planted: the quantizer keeps the sign of zero (codes 0x80 and 0x00)
+    host["attn_out"][0, :2] = (-0.0, 0.0)
+    idx = host["gate_index"]
+    for pos, val in ((0, -1), (m // 2, 9), (m - 1, 2**31 - 1)):
+        if m > 2:
+            idx[pos] = val
+    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
+    dev = {k: upload(host[k]) for k in ("attn_out", "gate", "gate_index", "residual")}
+    residual_host = host["residual"]
+    act_q = cupy.empty((m, 7168), np.uint8)
+    act_scale = cupy.empty((m,), np.float32)
+    poison(act_q, act_scale)
+    if alias:
+        out = dev["residual"]
+    else:
+        out = cupy.empty((m, 5376), formats.BF16)
+        poison(out)
+    minimax_h3_fp8_out_proj(
+        dev["attn_out"],
+        cupy.asarray(wq),
+        cupy.asarray(wsc),
+        dev["gate"],
+        dev["gate_index"],
+        dev["residual"],
+        out=out,
+        act_q=act_q,
+        act_scale=act_scale,
+    )
+    shape = f"M={m}{' alias' if alias else ''}"
+    want_q, want_s = formats.fp8_quantize_per_token(host["attn_out"])
+    checks = [
+        exact("fp8_out_proj", shape, "act_q", download(act_q), want_q),
+        exact("fp8_out_proj", shape, "act_scale", download(act_scale), want_s),
+    ]
+    got = download(out).astype(np.float32)
+    rows = np.union1d(sample_rows(m, max_ref_rows, rng), [m // 2])  # m // 2: a planted row
+    ref = reference.minimax_h3_fp8_out_proj(
+        host["attn_out"][rows],
+        wq,
+        wsc,
+        host["gate"],
+        idx[rows],
+        residual_host[rows],
+        act_q=want_q[rows],
+        act_scale=want_s[rows],
+    ).astype(np.float64)
+    res = residual_host[rows].astype(np.float64)
+    mag = np.maximum(np.abs(ref), np.abs(ref - res))
+    bound = 1e-2 + 1e-2 * mag + 2 * formats.bf16_ulp(mag)
+    checks += bf16_close("fp8_out_proj", shape, got[rows], ref, bound, min_identical=0.0)[:1]
+    invalid = np.nonzero((idx.astype(np.int64) < 0) | (idx.astype(np.int64) >= 9))[0]
+    if invalid.size:
+        checks.append(
+            exact(
+                "fp8_out_proj",
+                shape,
+                "invalid-index rows vs residual",
+                download(out)[invalid],
+                residual_host[invalid],
+            )
+        )
+    return checks
+
+
 def check_out_proj_nvfp4(
     m: int, rng: np.random.Generator | None = None, *, max_ref_rows: int = 128
 ) -> list[Check]:

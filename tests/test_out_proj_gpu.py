@@ -8,6 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from h3cupy.verify import (  # at module level: a missing name fails collection on CPU too
+    check_out_proj_fp8,
+    check_out_proj_nvfp4,
+)
+
 pytestmark = pytest.mark.gpu
 
 
@@ -21,7 +26,6 @@ def _need_sm90():
 @pytest.mark.parametrize("index_dtype", (np.int32, np.int64))
 @pytest.mark.parametrize("m", (1, 127, 129, 4097, 4824, 38592))
 def test_fp8_out_proj(m, index_dtype, rng):
-    from h3cupy.verify import check_out_proj_fp8
 
     _need_sm90()
     results = check_out_proj_fp8(m, rng, index_dtype=index_dtype)
@@ -31,7 +35,6 @@ def test_fp8_out_proj(m, index_dtype, rng):
 
 @pytest.mark.parametrize("m", (129, 4824))
 def test_fp8_out_proj_aliasing_residual(m, rng):
-    from h3cupy.verify import check_out_proj_fp8
 
     _need_sm90()
     results = check_out_proj_fp8(m, rng, alias=True)
@@ -68,7 +71,6 @@ def test_fp8_out_proj_fused_quantization(m, rng, monkeypatch):
     """The single-launch form: the spare producer warps quantize attn_out and publish it per
     128-row tile; same checks (act_q / act_scale bit-exact, out within bounds)."""
     from h3cupy.ops import out_proj
-    from h3cupy.verify import check_out_proj_fp8
 
     _need_sm90()
     monkeypatch.setattr(out_proj, "FUSED_QUANT", True)
@@ -81,7 +83,6 @@ def test_fp8_out_proj_fused_quantization(m, rng, monkeypatch):
 def test_nvfp4_out_proj(m, rng):
     """W4A4 out_proj (on the H200: the exact bf16 emulation of the block-scaled MMA)."""
     from h3cupy.core import arch
-    from h3cupy.verify import check_out_proj_nvfp4
 
     if arch.current_target() not in ("sm_90a", "sm_120a"):
         pytest.skip("the NVFP4 out_proj runs on sm_90a and sm_120a")

@@ -14,6 +14,12 @@ import os
 import numpy as np
 import pytest
 
+from h3cupy.verify import (  # at module level: a missing name fails collection on CPU too
+    check_pre_attention_bf16,
+    check_pre_attention_fp8,
+    check_pre_attention_nvfp4,
+)
+
 pytestmark = pytest.mark.gpu
 
 MS = (1, 127, 128, 129, 257, 4097, 4824, 38592)
@@ -29,7 +35,6 @@ def _need_sm90():
 @pytest.mark.parametrize("m", MS)
 def test_bf16_pre_attention(m, rng):
     """Every Ulysses degree P in {1, 2, 4, 8} on the same inputs."""
-    from h3cupy.verify import check_pre_attention_bf16
 
     _need_sm90()
     results = check_pre_attention_bf16(m, (1, 2, 4, 8), rng)
@@ -41,7 +46,6 @@ def test_bf16_pre_attention(m, rng):
 def test_bf16_pre_attention_pingpong(m, rng, monkeypatch):
     """The ping-pong GEMM schedule (one 128 x 128 tile per consumer warpgroup)."""
     from h3cupy.ops import pre_attention
-    from h3cupy.verify import check_pre_attention_bf16
 
     _need_sm90()
     if os.environ.get("H3CUPY_TEST_PINGPONG") != "1":
@@ -59,7 +63,6 @@ def test_bf16_pre_attention_mma_backend(m, rng, monkeypatch):
     the head split over two warps (cross-warp sum of squares and RoPE partners in shared memory).
     """
     from h3cupy.ops import pre_attention
-    from h3cupy.verify import check_pre_attention_bf16
 
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", "mma")
@@ -73,7 +76,6 @@ def test_bf16_pre_attention_mma_backend(m, rng, monkeypatch):
 def test_bf16_pre_attention_positions(m, index_dtype, rng):
     """Explicit positions (int32 / int64, some outside [0, S): clamped on the device) and int32
     AdaLN indices."""
-    from h3cupy.verify import check_pre_attention_bf16
 
     _need_sm90()
     results = check_pre_attention_bf16(m, (8,), rng, positions="random", index_dtype=index_dtype)
@@ -168,7 +170,6 @@ def test_bf16_pre_attention_errors(rng):
 def test_fp8_pre_attention(m, out_mode, rng):
     """minimax_h3_fp8_pre_attention (W8A8) in every out_mode against the reference consuming the
     kernel's own act_q / act_scale; bounds in h3cupy.verify.check_pre_attention_fp8 (SPEC §8)."""
-    from h3cupy.verify import check_pre_attention_fp8
 
     _need_sm90()
     results = check_pre_attention_fp8(m, out_mode, rng)
@@ -202,7 +203,6 @@ def test_nvfp4_pre_attention(m, out_mode, rng):
     """minimax_h3_nvfp4_pre_attention (W4A4; on the H200 the exact bf16 emulation of the
     block-scaled MMA) in every out_mode against the reference consuming its own act_q / act_sf."""
     from h3cupy.core import arch
-    from h3cupy.verify import check_pre_attention_nvfp4
 
     if arch.current_target() not in ("sm_90a", "sm_120a"):
         pytest.skip("the NVFP4 pre-attention op runs on sm_90a and sm_120a")

@@ -18,10 +18,13 @@ H3_DEVICE float fp8_scale_from_amax(float amax) { return __fdiv_rn(fmaxf(amax, 1
 // r = v - q0*s is exact in one fma and RN(q0 + r*rcp) is the correctly rounded quotient. Three
 // instructions instead of a full IEEE division per element; the GPU tests check every code
 // against formats.py's true division.
+// NOTE: for v = -0 the correction returns +0 (r = +0, and +0 + -0 is +0 under RN), but the true
+// quotient is -0 (e4m3 code 0x80, which SwiGLU's y produces); the sign is put back from v, which
+// changes nothing else since s > 0.
 H3_DEVICE float div_rn_markstein(float v, float s, float rcp) {
   const float q0 = v * rcp;
   const float r = __fmaf_rn(-q0, s, v);
-  return __fmaf_rn(r, rcp, q0);
+  return copysignf(__fmaf_rn(r, rcp, q0), v);
 }
 
 H3_DEVICE uint2 fp8_codes_x8(const float (&v)[8], float s, float rcp) {
