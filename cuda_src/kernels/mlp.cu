@@ -6,10 +6,10 @@
 // matching up columns in 16b+8..16b+15 (formats.fc1_prepack_source_rows), so in the warpgroup
 // fragment group j = 2b (gate) and j = 2b + 1 (up) hold the same FFN columns in the same thread:
 // SwiGLU is register-local. The y values are compacted in place into a fragment of half the
-// width (group b -> FFN columns col0 / 2 + 8b ...), which has the layout store_fragment_bf16
-// expects, and stored by TMA into y [M, 14336].
+// width (group b -> FFN columns col0 / 2 + 8b ...), which has the layout store_fragment_bf16_w32
+// expects, and stored by TMA into y [M, 14336] in 32-column boxes (a 192-wide tile gives 96 y
+// columns, which 64-column boxes cannot tile).
 // FC2 reuses the out_proj kernels (out_proj.cu: gated-residual epilogue) on y's per-token FP8.
-// NOTE: compile- and SASS-checked; not yet run on a GPU (2026-12-01).
 #include "h3/gemm_sm90.cuh"
 
 namespace h3 {
@@ -17,31 +17,40 @@ namespace h3 {
 struct EpiSwiglu {
   const float* __restrict__ a_scale;   // [M]
   const float* __restrict__ w_scale;   // [2 * ffn], prepacked order
-  const TmaDesc* desc_y;               // y [M, ffn] bf16, 64 x 64 boxes, 128B swizzle
+  const TmaDesc* desc_y;               // y [M, ffn] bf16, 32-column x 64-row boxes, 64B swizzle
   int M, N;                            // N = 2 * ffn (prepacked GEMM width)
 
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
     static_assert(kAcc % 8 == 0, "whole 16-column gate/up blocks per tile");
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
+    constexpr int kBlocks = kAcc / 8;  // 16-column gate/up blocks
+    // NOTE: every scale is loaded before any is used (one memory latency per tile instead of one
+    // per block, as a load-use per block leaves them exposed); shared by both row halves.
+    float2 wg_s[kBlocks], wu_s[kBlocks];
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) {
+      const int cg = col0 + 16 * b + 2 * q4;  // gate column pair; up at cg + 8
+      const bool ok = cg < N;
+      wg_s[b] = ok ? *reinterpret_cast<const float2*>(w_scale + cg) : make_float2(0.f, 0.f);
+      wu_s[b] = ok ? *reinterpret_cast<const float2*>(w_scale + cg + 8) : make_float2(0.f, 0.f);
+    }
+    float as[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 16 * w + lane / 4 + 8 * h;
-      const float as = row < M ? a_scale[row] : 0.f;
+      as[h] = row < M ? a_scale[row] : 0.f;
+    }
 #pragma unroll
-      for (int b = 0; b < kAcc / 8; ++b) {
-        const int cg = col0 + 16 * b + 2 * q4;  // gate column pair; up at cg + 8
-        float2 wg_s = make_float2(0.f, 0.f), wu_s = make_float2(0.f, 0.f);
-        if (cg < N) {
-          wg_s = *reinterpret_cast<const float2*>(w_scale + cg);
-          wu_s = *reinterpret_cast<const float2*>(w_scale + cg + 8);
-        }
-        const float ws_g[2] = {wg_s.x, wg_s.y}, ws_u[2] = {wu_s.x, wu_s.y};
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b) {
+        const float ws_g[2] = {wg_s[b].x, wg_s[b].y}, ws_u[2] = {wu_s[b].x, wu_s[b].y};
         float y[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float g = round_bf16((d[4 * (2 * b) + 2 * h + e] * as) * ws_g[e]);
-          const float u = round_bf16((d[4 * (2 * b + 1) + 2 * h + e] * as) * ws_u[e]);
+          const float g = round_bf16((d[4 * (2 * b) + 2 * h + e] * as[h]) * ws_g[e]);
+          const float u = round_bf16((d[4 * (2 * b + 1) + 2 * h + e] * as[h]) * ws_u[e]);
           const float silu = round_bf16(__fdiv_rn(g, 1.f + expf(-g)));
           y[e] = round_bf16(silu * u);
         }
@@ -52,8 +61,8 @@ struct EpiSwiglu {
     }
     float(&yh)[kAcc / 2] = *reinterpret_cast<float(*)[kAcc / 2]>(&d[0]);
     const int ffn = N / 2, ycol0 = col0 / 2;
-    store_fragment_bf16(yh, staging, wg, [&](int p, int box, const u8* src) {
-      const int x = ycol0 + 128 * p + 64 * box;
+    store_fragment_bf16_w32(yh, staging, wg, [&](int box, const u8* src) {
+      const int x = ycol0 + 32 * box;
       if (x < ffn) tma_store_2d(desc_y, src, x, row0);
     });
   }
@@ -70,11 +79,12 @@ struct EpiSwiglu {
       const __grid_constant__ TmaDesc desc_y, int M, int N, int k_bytes,               \
       const float *__restrict__ a_scale, const float *__restrict__ w_scale
 
-// M > 256: clusters of two, 128 x 128 tiles (64 FFN columns each: whole 64-column y boxes; a
-// 192-wide tile would give 96).
+// M > 256: clusters of two, 128 x 192 tiles (96 FFN columns each; promoted FP8 at n192 measured
+// ~1.3-1.5x the rate of n128 on the H200, NOTES.md). N = 28672 = 149 x 192 + 64: the last tile
+// column is a tail (B rows past N load as zeros; y columns past 14336 are not stored).
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) mlp_fc1_fp8_x2_sm90(H3_FC1_PARAMS) {
   const EpiSwiglu epi{a_scale, w_scale, &desc_y, M, N};
-  gemm_sm90_body<1, 128, 1, 2>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_sm90_body<1, 192, 1, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 // Small M: single CTAs, 128 x 128 tiles.

@@ -32,41 +32,64 @@ struct EpiGatedResidual {
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
+    // Per row half h: the act scale, the gate row (row 0 for an invalid index: a legal address
+    // whose values are unused; no address is formed from the invalid index) and the residual row.
+    float as[2];
+    bool in[2], valid[2];
+    const bf16_t* grow[2];
+    const bf16_t* rrow[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 16 * w + lane / 4 + 8 * h;
-      const bool in = row < M;
-      float as = 0.f;
-      if (in) as = kLiveScale ? __ldcg(act_scale + row) : act_scale[row];
+      in[h] = row < M;
+      as[h] = 0.f;
+      if (in[h]) as[h] = kLiveScale ? __ldcg(act_scale + row) : act_scale[row];
       i64 gi = -1;
-      if (in)
+      if (in[h])
         gi = index_is_64 ? static_cast<const i64*>(gate_index)[row]
                          : static_cast<const int*>(gate_index)[row];
-      // NOTE: the guard: no gate address is formed for an invalid index.
-      const bool valid = gi >= 0 && gi < rows;
-      const bf16_t* grow = gate + (valid ? gi : 0) * gate_stride;
-      const bf16_t* rrow = residual + static_cast<i64>(in ? row : 0) * N;
+      valid[h] = gi >= 0 && gi < rows;
+      grow[h] = gate + (valid[h] ? gi : 0) * gate_stride;
+      rrow[h] = residual + static_cast<i64>(in[h] ? row : 0) * N;
+    }
+    // NOTE: operands are loaded kBatch column groups at a time, all loads before any use: one
+    // memory latency per batch (a load-use per group left ~48 exposed latencies per tile, SASS);
+    // the weight scales are shared by both row halves.
+    constexpr int kBatch = 8;
+    static_assert((kAcc / 4) % kBatch == 0, "whole batches of 8-column groups");
 #pragma unroll
-      for (int j = 0; j < kAcc / 4; ++j) {
-        const int col = col0 + 8 * j + 2 * q4;
-        float v0 = 0.f, v1 = 0.f;
-        if (in && col < N) {
-          const u32 rv = *reinterpret_cast<const u32*>(rrow + col);
-          const float r0 = __uint_as_float(rv << 16), r1 = __uint_as_float(rv & 0xffff0000u);
-          v0 = r0;
-          v1 = r1;
-          if (valid) {
-            const float2 ws = *reinterpret_cast<const float2*>(w_scale + col);
-            const float o0 = round_bf16((d[4 * j + 2 * h] * as) * ws.x);
-            const float o1 = round_bf16((d[4 * j + 2 * h + 1] * as) * ws.y);
-            const u32 gv = *reinterpret_cast<const u32*>(grow + col);
-            v0 = r0 + round_bf16(__uint_as_float(gv << 16) * o0);
-            v1 = r1 + round_bf16(__uint_as_float(gv & 0xffff0000u) * o1);
-          }
+    for (int j0 = 0; j0 < kAcc / 4; j0 += kBatch) {
+      float2 ws[kBatch];
+      u32 rv[2][kBatch], gv[2][kBatch];
+#pragma unroll
+      for (int t = 0; t < kBatch; ++t) {
+        const int col = col0 + 8 * (j0 + t) + 2 * q4;
+        ws[t] = col < N ? *reinterpret_cast<const float2*>(w_scale + col) : make_float2(0.f, 0.f);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const bool ok = in[h] && col < N;
+          rv[h][t] = ok ? *reinterpret_cast<const u32*>(rrow[h] + col) : 0u;
+          gv[h][t] = ok ? *reinterpret_cast<const u32*>(grow[h] + col) : 0u;
         }
-        d[4 * j + 2 * h] = v0;  // the store's bf16 conversion is the final rounding
-        d[4 * j + 2 * h + 1] = v1;
       }
+#pragma unroll
+      for (int t = 0; t < kBatch; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int j = j0 + t;
+          // the residual (zero past M / N, where nothing is stored), plus the gated product
+          const float r0 = __uint_as_float(rv[h][t] << 16);
+          const float r1 = __uint_as_float(rv[h][t] & 0xffff0000u);
+          float v0 = r0, v1 = r1;
+          if (valid[h]) {
+            const float o0 = round_bf16((d[4 * j + 2 * h] * as[h]) * ws[t].x);
+            const float o1 = round_bf16((d[4 * j + 2 * h + 1] * as[h]) * ws[t].y);
+            v0 = r0 + round_bf16(__uint_as_float(gv[h][t] << 16) * o0);
+            v1 = r1 + round_bf16(__uint_as_float(gv[h][t] & 0xffff0000u) * o1);
+          }
+          d[4 * j + 2 * h] = v0;  // the store's bf16 conversion is the final rounding
+          d[4 * j + 2 * h + 1] = v1;
+        }
     }
     store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
       const int x = col0 + 128 * p + 64 * box;

@@ -22,10 +22,13 @@ import numpy as np
 from ..core import arch, checks, interop, jit
 from ..core.launch import i32, i64, launch, ptr
 from . import gemm, out_proj
+from .pre_attention import _out_map
 from .prologue import D, check_prologue_inputs, launch_prologue
 
 FFN = 14336
 MLP = jit.ModuleSpec("kernels/mlp.cu", ("h3::mlp_fc1_fp8_x2_sm90", "h3::mlp_fc1_fp8_sm90"))
+#: FC1 tile width by cluster size (mirrors mlp.cu: n192 clusters of two, n128 single CTAs)
+FC1_TILE_N = {1: 128, 2: 192}
 FP8_MMA_FORMS = (-1, 0, 2)
 
 
@@ -143,15 +146,16 @@ def minimax_h3_mlp_fp8_sm120(
     kernel = jit.get_kernel(
         MLP, "h3::mlp_fc1_fp8_x2_sm90" if cluster == 2 else "h3::mlp_fc1_fp8_sm90", target
     )
-    smem = gemm.wgmma_smem_bytes(128)
+    tile_n = FC1_TILE_N[cluster]
+    smem = gemm.wgmma_smem_bytes(tile_n)
     launch(
         kernel,
-        gemm.engine_grid(kernel, m, 2 * FFN, 128, cluster, smem, dev),
+        gemm.engine_grid(kernel, m, 2 * FFN, tile_n, cluster, smem, dev),
         384,
         (
             gemm._tensor_map(aq.ptr, "uint8", D, m, D, 128),
-            gemm._tensor_map(w1.ptr, "uint8", D, 2 * FFN, D, 128 // cluster),
-            gemm._tensor_map(yt.ptr, "bfloat16", FFN, m, FFN * 2, 64),
+            gemm._tensor_map(w1.ptr, "uint8", D, 2 * FFN, D, tile_n // cluster),
+            _out_map(yt.ptr, m, FFN, "bfloat16", 32, 64),  # 32-column boxes, 64B swizzle
             i32(m),
             i32(2 * FFN),
             i32(D),

@@ -349,6 +349,47 @@ H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_
   }
 }
 
+// As store_fragment_bf16 for fragments whose width is a whole number of 32-column boxes but not
+// of 64 (a 192-wide FC1 tile gives 96 y columns): boxes of 64 rows x 32 columns (64-byte rows)
+// with the 64-byte swizzle (16-byte chunk c of row r at chunk c ^ ((r / 2) % 4); a warp's 8 rows
+// x 4 lanes then hit 32 distinct banks), up to four 4 KiB boxes per pass; one thread calls
+// store(box, src) with `box` the fragment's 32-column box index. The tensor map must have 32 x 64
+// boxes and the 64B swizzle.
+template <int kAcc, class StoreBox>
+H3_DEVICE void store_fragment_bf16_w32(const float (&d)[kAcc], u8* staging, int bar_id,
+                                       const StoreBox& store) {
+  constexpr int kGroups = kAcc / 4;  // 8-column groups
+  static_assert(kGroups % 4 == 0, "the fragment must fill whole 32-column boxes");
+  const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
+  const u32 base = smem_addr(staging);
+#pragma unroll
+  for (int p = 0; p < (kGroups + 15) / 16; ++p) {
+    if (tid == 0) bulk_wait_read();
+    named_barrier_sync(bar_id, 128);
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {
+      const int j = 16 * p + jj;
+      if (j >= kGroups) break;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * w + lane / 4 + 8 * h;  // (r / 2) % 4 == (lane / 8) % 4
+        const u32 addr = base + (jj / 4) * 4096 + r * 64 + (((jj % 4) ^ ((lane / 8) % 4)) * 16) +
+                         4 * (lane % 4);
+        const u32 v = pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+      }
+    }
+    fence_proxy_async_smem();
+    named_barrier_sync(bar_id, 128);
+    if (tid == 0) {
+#pragma unroll
+      for (int box = 0; box < 4; ++box)
+        if (16 * p + 4 * box < kGroups) store(4 * p + box, staging + box * 4096);
+      bulk_commit();
+    }
+  }
+}
+
 // The plain epilogue: C = bf16((acc * row_scale[m]) * col_scale[n]), scales optional, stored by TMA.
 struct EpiScaleBf16 {
   const float* __restrict__ row_scale;
@@ -360,18 +401,33 @@ struct EpiScaleBf16 {
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
     if (row_scale != nullptr || col_scale != nullptr) {
+      float rs[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = row0 + 16 * w + mma_c_row(lane, 2 * h);
-        const float rs = row_scale != nullptr && row < M ? row_scale[row] : 1.f;
+        rs[h] = row_scale != nullptr && row < M ? row_scale[row] : 1.f;
+      }
+      // NOTE: column scales in batches of 8 groups, loaded before use and shared by both row
+      // halves (a load-use per group leaves one memory latency exposed per group).
+      constexpr int kBatch = 8;
+      static_assert((kAcc / 4) % kBatch == 0, "whole batches of 8-column groups");
 #pragma unroll
-        for (int j = 0; j < kAcc / 4; ++j) {
-          const int col = col0 + 8 * j + mma_c_col(lane, 0);
-          float2 c = make_float2(1.f, 1.f);
-          if (col_scale != nullptr && col < N) c = *reinterpret_cast<const float2*>(col_scale + col);
-          d[4 * j + 2 * h] = (d[4 * j + 2 * h] * rs) * c.x;
-          d[4 * j + 2 * h + 1] = (d[4 * j + 2 * h + 1] * rs) * c.y;
+      for (int j0 = 0; j0 < kAcc / 4; j0 += kBatch) {
+        float2 c[kBatch];
+#pragma unroll
+        for (int t = 0; t < kBatch; ++t) {
+          const int col = col0 + 8 * (j0 + t) + mma_c_col(lane, 0);
+          c[t] = col_scale != nullptr && col < N ? *reinterpret_cast<const float2*>(col_scale + col)
+                                                 : make_float2(1.f, 1.f);
         }
+#pragma unroll
+        for (int t = 0; t < kBatch; ++t)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int j = j0 + t;
+            d[4 * j + 2 * h] = (d[4 * j + 2 * h] * rs[h]) * c[t].x;
+            d[4 * j + 2 * h + 1] = (d[4 * j + 2 * h + 1] * rs[h]) * c[t].y;
+          }
       }
     }
     store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
