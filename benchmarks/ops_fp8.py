@@ -242,15 +242,18 @@ def main() -> None:
                 f"{row.get('speedup_vs_compiled', nan):>11.2f}{row['speedup_vs_gemm']:>9.2f}"
             )
             torch.cuda.empty_cache()
-    doc = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": info,
-        "torch": torch.__version__,
-        "results": results,
-    }
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
+            # NOTE: rewritten after every row: a run cut short by a timeout keeps what it measured
+            if args.json:
+                doc = {
+                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                        timespec="seconds"
+                    ),
+                    "device": info,
+                    "torch": torch.__version__,
+                    "results": results,
+                }
+                with open(args.json, "w") as f:
+                    json.dump(doc, f, indent=1)
 
 
 if __name__ == "__main__":
