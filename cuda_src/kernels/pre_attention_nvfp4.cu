@@ -7,7 +7,8 @@
 // Stores are straight from registers: bf16 pairs, e4m3 pairs, and for NVFP4 one code byte per
 // thread per 8 columns (a 16-column block sits in the 4 lanes of a quad: two shuffles give its
 // amax) plus the scale byte from lane q4 == block % 4.
-// NOTE: compile- and SASS-checked; not yet run on a GPU (2026-12-01).
+// Verified on the H200 (sm_90a emulation, every out mode, 2026-12-01); sm_120a compile- and
+// SASS-checked only.
 #include "h3/gemm_nvfp4.cuh"
 #include "h3/pre_attention.cuh"
 #include "h3/quant.cuh"

@@ -498,8 +498,7 @@ def minimax_h3_nvfp4_pre_attention(
         ``PreAttentionOutput(q, k, v, q_sf, k_sf, v_sf)``.
 
     Runs on sm_120a (block-scaled ``kind::mxf4nvf4`` MMA; compile-checked only) and sm_90a
-    (exact bf16 emulation of the NVFP4 products: correct, not fast). NOTE: not yet run on a GPU
-    (2026-12-01).
+    (exact bf16 emulation of the NVFP4 products: correct, not fast; H200-verified 2026-12-01).
     """
     from ..core import tma
     from ..reference.pre_attention import PreAttentionOutput

@@ -22,7 +22,8 @@
 //   K permutation shared by A and B (MMA t takes byte t of every fragment register). Correct, not
 //   fast: a reference of the data path on the H200; the fast Hopper path dequantizes in shared
 //   memory for wgmma.
-// NOTE: compile- and SASS-checked (OMMA on sm_120a); not yet run on any GPU (2026-12-01).
+// The sm_90a emulation is verified on the H200 (2026-12-01); the sm_120a OMMA path is compile-
+// and SASS-checked only (no SM120 board).
 #pragma once
 #include "h3/gemm_mma_tma.cuh"
 
