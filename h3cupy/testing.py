@@ -166,6 +166,45 @@ def poison(*arrays) -> None:
             a.view(np.uint8).fill(0xFF)
 
 
+def graph_checks(op: str, shape: str, call: Callable[[], object], outputs) -> list[Check]:
+    """CUDA-graph safety of one operator call whose outputs, workspaces and device scalars are all
+    supplied (``call`` takes no arguments; ``outputs`` are the CuPy arrays it writes): an eager
+    run gives reference bytes; a second eager run into poisoned outputs must give the same bytes
+    (determinism); a run captured on a fresh CuPy stream (no allocation and no host sync allowed
+    inside a capture) and replayed into poisoned outputs must give them too."""
+    import cupy
+
+    def snapshot():
+        return [cupy.ascontiguousarray(o).view(cupy.uint8).copy() for o in outputs]
+
+    def same(ref) -> int:
+        return sum(int(cupy.count_nonzero(a != b)) for a, b in zip(snapshot(), ref, strict=True))
+
+    call()
+    cupy.cuda.Device().synchronize()
+    first = snapshot()
+    poison(*outputs)
+    call()
+    cupy.cuda.Device().synchronize()
+    rerun = same(first)
+    poison(*outputs)
+    cupy.cuda.Device().synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        try:
+            call()
+        finally:
+            graph = stream.end_capture()
+    graph.launch(stream)
+    stream.synchronize()
+    replay = same(first)
+    return [
+        Check(op, shape, "eager rerun differing bytes", rerun, 0, rerun == 0),
+        Check(op, shape, "graph replay differing bytes", replay, 0, replay == 0),
+    ]
+
+
 # -------------------------------------------------------------------------------------- timing
 
 

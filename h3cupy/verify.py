@@ -14,7 +14,7 @@ from . import formats, reference, weights
 from .ops import prologue as prologue_op
 from .reference import inputs as ref_inputs
 from .reference._common import rms_normalize
-from .testing import Check, bf16_close, download, exact, poison, upload
+from .testing import Check, bf16_close, download, exact, graph_checks, poison, upload
 
 D = 5376
 
@@ -393,6 +393,7 @@ def check_pre_attention_fp8(
     rng: np.random.Generator | None = None,
     *,
     max_ref_rows: int = 160,
+    graph: bool = False,
 ) -> list[Check]:
     """``minimax_h3_fp8_pre_attention`` against the reference that consumes the kernel's own
     quantized activation (SPEC §8, FP8/NVFP4 ops): ``|out - ref| <= 1e-2 + 1e-2*mag +
@@ -439,22 +440,31 @@ def check_pre_attention_fp8(
             k_global_scale=gscale[1],
             v_global_scale=gscale[2],
         )
-    res = minimax_h3_fp8_pre_attention(
-        dev["x"],
-        dev["x_norm_weight"],
-        dev["adaln_scale"],
-        dev["adaln_shift"],
-        dev["adaln_index"],
-        cupy.asarray(wq),
-        cupy.asarray(wsc),
-        dev["q_norm_weight"],
-        dev["k_norm_weight"],
-        dev["rope_cos_sin"],
-        out_mode=out_mode,
-        act_q=act_q,
-        act_scale=act_scale,
-        **kw,
-    )
+
+    wq_d = cupy.asarray(wq)
+    wsc_d = cupy.asarray(wsc)
+
+    # uploads hoisted: run() is also captured in a CUDA graph (no copies there)
+    def run(**outs):
+        return minimax_h3_fp8_pre_attention(
+            dev["x"],
+            dev["x_norm_weight"],
+            dev["adaln_scale"],
+            dev["adaln_shift"],
+            dev["adaln_index"],
+            wq_d,
+            wsc_d,
+            dev["q_norm_weight"],
+            dev["k_norm_weight"],
+            dev["rope_cos_sin"],
+            out_mode=out_mode,
+            act_q=act_q,
+            act_scale=act_scale,
+            **kw,
+            **outs,
+        )
+
+    res = run()
     rows = sample_rows(m, max_ref_rows, rng)
     aq = download(act_q)[rows]
     asc = download(act_scale)[rows]
@@ -481,7 +491,20 @@ def check_pre_attention_fp8(
         **{k: float(v) for k, v in scal.items()},
     )
     shape = f"M={m} out_mode={out_mode}"
-    return _compare_qkv("fp8_pre_attention", shape, res, ref, rows, out_mode, descale, gscale)
+    checks = _compare_qkv("fp8_pre_attention", shape, res, ref, rows, out_mode, descale, gscale)
+    if graph:
+        checks += _qkv_graph_checks(
+            "fp8_pre_attention", shape, run, res, out_mode, act_q, act_scale
+        )
+    return checks
+
+
+def _qkv_graph_checks(op, shape, run, res, out_mode, *workspaces) -> list[Check]:
+    """:func:`graph_checks` of a quantized pre-attention call with every output supplied."""
+    outs = {"q": res.q, "k": res.k, "v": res.v}
+    if out_mode == "nvfp4":
+        outs.update(q_sf=res.q_sf, k_sf=res.k_sf, v_sf=res.v_sf)
+    return graph_checks(op, shape, lambda: run(**outs), [*outs.values(), *workspaces])
 
 
 def _compare_qkv(op, shape, res, ref, rows, out_mode, descale, gscale) -> list[Check]:
@@ -530,6 +553,7 @@ def check_pre_attention_nvfp4(
     rng: np.random.Generator | None = None,
     *,
     max_ref_rows: int = 96,
+    graph: bool = False,
 ) -> list[Check]:
     """``minimax_h3_nvfp4_pre_attention`` against the reference consuming the kernel's own
     act_q / act_sf (SPEC §8, as :func:`check_pre_attention_fp8`); act_q / act_sf must also be the
@@ -582,18 +606,28 @@ def check_pre_attention_nvfp4(
             k_global_scale=gscale[1],
             v_global_scale=gscale[2],
         )
-    res = minimax_h3_nvfp4_pre_attention(
-        *(dev[k] for k in keys[:5]),
-        cupy.asarray(wq),
-        cupy.asarray(wsf),
-        float(gw),
-        cupy.asarray(np.array([ga], np.float32)),
-        *(dev[k] for k in keys[5:]),
-        out_mode=out_mode,
-        act_q=act_q,
-        act_sf=act_sf,
-        **kw,
-    )
+
+    wq_d = cupy.asarray(wq)
+    wsf_d = cupy.asarray(wsf)
+    ga_d = cupy.asarray(np.array([ga], np.float32))
+
+    # uploads hoisted: run() is also captured in a CUDA graph (no copies there)
+    def run(**outs):
+        return minimax_h3_nvfp4_pre_attention(
+            *(dev[k] for k in keys[:5]),
+            wq_d,
+            wsf_d,
+            float(gw),
+            ga_d,
+            *(dev[k] for k in keys[5:]),
+            out_mode=out_mode,
+            act_q=act_q,
+            act_sf=act_sf,
+            **kw,
+            **outs,
+        )
+
+    res = run()
     rows = sample_rows(m, max_ref_rows, rng)
     scal = {
         "e4m3": dict(zip(("q_descale", "k_descale", "v_descale"), descale, strict=True)),
@@ -619,7 +653,7 @@ def check_pre_attention_nvfp4(
         act_sf=download(act_sf)[rows],
         **{k: float(v) for k, v in scal.items()},
     )
-    return _compare_qkv(
+    checks = _compare_qkv(
         "nvfp4_pre_attention",
         f"M={m} out_mode={out_mode}",
         res,
@@ -629,6 +663,11 @@ def check_pre_attention_nvfp4(
         descale,
         gscale,
     )
+    if graph:
+        checks += _qkv_graph_checks(
+            "nvfp4_pre_attention", f"M={m} out_mode={out_mode}", run, res, out_mode, act_q, act_sf
+        )
+    return checks
 
 
 def _expected_flags(m: int) -> np.ndarray:
@@ -649,6 +688,7 @@ def check_mlp_fp8(
     alias: str | None = None,
     index_dtype=np.int64,
     max_ref_rows: int = 96,
+    graph: bool = False,
 ) -> list[Check]:
     """``minimax_h3_mlp_fp8_sm120`` (SPEC §6) against the reference consuming the kernel's own
     quantized intermediates: y (from the kernel's a_q / a_scale) and out (from its y_q / y_scale)
@@ -678,15 +718,26 @@ def check_mlp_fp8(
     out = dev[alias] if alias else cupy.empty((m, D), formats.BF16)
     if not alias:
         poison(out)
-    minimax_h3_mlp_fp8_sm120(
-        *(dev[k] for k in keys),
-        cupy.asarray(w1q),
-        cupy.asarray(w1s),
-        cupy.asarray(w2q),
-        cupy.asarray(w2s),
-        out=out,
-        **ws,
-    )
+
+    w1q_d = cupy.asarray(w1q)
+    w1s_d = cupy.asarray(w1s)
+    w2q_d = cupy.asarray(w2q)
+    w2s_d = cupy.asarray(w2s)
+
+    # uploads hoisted: run() is also captured in a CUDA graph (no copies there)
+    def run(**outs):
+        return minimax_h3_mlp_fp8_sm120(
+            *(dev[k] for k in keys),
+            w1q_d,
+            w1s_d,
+            w2q_d,
+            w2s_d,
+            out=out,
+            **ws,
+            **outs,
+        )
+
+    run()
     shape = f"M={m}{' out=' + alias if alias else ''}"
     y = download(ws["workspace_y"])
     yq, ys = download(ws["workspace_y_q"]), download(ws["workspace_y_scale"])
@@ -747,6 +798,8 @@ def check_mlp_fp8(
                 host["residual"][invalid],
             )
         )
+    if graph and not alias:  # an aliased out changes the next run's input
+        checks += graph_checks("mlp_fp8", shape, run, [out, *ws.values()])
     return checks
 
 
@@ -757,6 +810,7 @@ def check_out_proj_fp8(
     alias: bool = False,
     index_dtype=np.int32,
     max_ref_rows: int = 160,
+    graph: bool = False,
 ) -> list[Check]:
     """``minimax_h3_fp8_out_proj`` (SPEC §5): act_q / act_scale bit-exact to the host per-token
     FP8 of attn_out; out within ``1e-2 + 1e-2*mag + 2*ulp_bf16(mag)`` of the reference consuming
@@ -786,17 +840,26 @@ def check_out_proj_fp8(
     else:
         out = cupy.empty((m, 5376), formats.BF16)
         poison(out)
-    minimax_h3_fp8_out_proj(
-        dev["attn_out"],
-        cupy.asarray(wq),
-        cupy.asarray(wsc),
-        dev["gate"],
-        dev["gate_index"],
-        dev["residual"],
-        out=out,
-        act_q=act_q,
-        act_scale=act_scale,
-    )
+
+    wq_d = cupy.asarray(wq)
+    wsc_d = cupy.asarray(wsc)
+
+    # uploads hoisted: run() is also captured in a CUDA graph (no copies there)
+    def run(**outs):
+        return minimax_h3_fp8_out_proj(
+            dev["attn_out"],
+            wq_d,
+            wsc_d,
+            dev["gate"],
+            dev["gate_index"],
+            dev["residual"],
+            out=out,
+            act_q=act_q,
+            act_scale=act_scale,
+            **outs,
+        )
+
+    run()
     shape = f"M={m}{' alias' if alias else ''}"
     want_q, want_s = formats.fp8_quantize_per_token(host["attn_out"])
     checks = [
@@ -830,11 +893,13 @@ def check_out_proj_fp8(
                 residual_host[invalid],
             )
         )
+    if graph and not alias:  # an aliased out changes the next run's input
+        checks += graph_checks("fp8_out_proj", shape, run, [out, act_q, act_scale])
     return checks
 
 
 def check_out_proj_nvfp4(
-    m: int, rng: np.random.Generator | None = None, *, max_ref_rows: int = 128
+    m: int, rng: np.random.Generator | None = None, *, max_ref_rows: int = 128, graph: bool = False
 ) -> list[Check]:
     """``minimax_h3_nvfp4_out_proj`` (SPEC §5, W4A4): act_q / act_sf bit-exact to the host NVFP4
     of attn_out under the device global scale; out within ``1e-2 + 1e-2*mag + 2*ulp_bf16(mag)``
@@ -859,19 +924,29 @@ def check_out_proj_nvfp4(
     act_sf = cupy.empty((m, 448), np.uint8)
     out = cupy.empty((m, 5376), formats.BF16)
     poison(act_q, act_sf, out)
-    minimax_h3_nvfp4_out_proj(
-        dev["attn_out"],
-        cupy.asarray(wq),
-        cupy.asarray(wsf),
-        float(gw),
-        cupy.asarray(np.array([ga], np.float32)),
-        dev["gate"],
-        dev["gate_index"],
-        dev["residual"],
-        out=out,
-        act_q=act_q,
-        act_sf=act_sf,
-    )
+
+    wq_d = cupy.asarray(wq)
+    wsf_d = cupy.asarray(wsf)
+    ga_d = cupy.asarray(np.array([ga], np.float32))
+
+    # uploads hoisted: run() is also captured in a CUDA graph (no copies there)
+    def run(**outs):
+        return minimax_h3_nvfp4_out_proj(
+            dev["attn_out"],
+            wq_d,
+            wsf_d,
+            float(gw),
+            ga_d,
+            dev["gate"],
+            dev["gate_index"],
+            dev["residual"],
+            out=out,
+            act_q=act_q,
+            act_sf=act_sf,
+            **outs,
+        )
+
+    run()
     shape = f"M={m}"
     want_q, want_sf = formats.nvfp4_quantize(host["attn_out"], ga)
     checks = [
@@ -909,4 +984,6 @@ def check_out_proj_nvfp4(
                 host["residual"][invalid],
             )
         )
+    if graph:
+        checks += graph_checks("nvfp4_out_proj", shape, run, [out, act_q, act_sf])
     return checks

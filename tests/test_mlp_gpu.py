@@ -80,3 +80,17 @@ def test_mlp_fp8_fused_y_quantization(m, rng, monkeypatch):
     results = check_mlp_fp8(m, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("fused", (False, True))
+def test_mlp_fp8_graph(fused, rng, monkeypatch):
+    """Every workspace supplied: a second eager run and a CUDA-graph replay (fresh stream, no
+    allocation or host sync inside; the flag memset is captured too) give the first run's bytes
+    in out and every workspace, in both FC2 forms."""
+    from h3cupy.ops import out_proj
+
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
+    results = check_mlp_fp8(257, rng, graph=True)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)

@@ -89,3 +89,26 @@ def test_nvfp4_out_proj(m, rng):
     results = check_out_proj_nvfp4(m, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("fused", (False, True))
+def test_fp8_out_proj_graph(fused, rng, monkeypatch):
+    """Every output and workspace supplied: a second eager run and a CUDA-graph replay (fresh
+    stream, no allocation or host sync inside) give the first run's bytes, in both forms."""
+    from h3cupy.ops import out_proj
+
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
+    results = check_out_proj_fp8(4824, rng, index_dtype=np.int64, graph=True)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+def test_nvfp4_out_proj_graph(rng):
+    from h3cupy.core import arch
+
+    if arch.current_target() not in ("sm_90a", "sm_120a"):
+        pytest.skip("the NVFP4 out_proj runs on sm_90a and sm_120a")
+    results = check_out_proj_nvfp4(129, rng, graph=True)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)

@@ -177,6 +177,34 @@ def test_fp8_pre_attention(m, out_mode, rng):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+@pytest.mark.parametrize("m", (1, 129, 4097))
+def test_fp8_pre_attention_mma_backend(m, out_mode, rng, monkeypatch):
+    """The FP8 op on the TMA-fed mma.sync back end (the sm_120a path; on the H200 the legacy
+    e4m3 form, run as f16 MMAs), same checks (issue #5: both back ends)."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "BACKEND", "mma")
+    results = check_pre_attention_fp8(m, out_mode, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("backend", ("wgmma", "mma"))
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+def test_fp8_pre_attention_graph(out_mode, backend, rng, monkeypatch):
+    """Every output, workspace and device scalar supplied: a second eager run and a CUDA-graph
+    replay (captured on a fresh stream: no allocation, no host sync) give the first run's bytes."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "BACKEND", backend)
+    results = check_pre_attention_fp8(257, out_mode, rng, graph=True)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 def test_fp8_pre_attention_errors(rng):
     import cupy
 
@@ -207,5 +235,18 @@ def test_nvfp4_pre_attention(m, out_mode, rng):
     if arch.current_target() not in ("sm_90a", "sm_120a"):
         pytest.skip("the NVFP4 pre-attention op runs on sm_90a and sm_120a")
     results = check_pre_attention_nvfp4(m, out_mode, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("out_mode", ("e4m3", "nvfp4"))
+def test_nvfp4_pre_attention_graph(out_mode, rng):
+    """As test_fp8_pre_attention_graph for the NVFP4 op (alpha formed on the device from the
+    device act_global_scale)."""
+    from h3cupy.core import arch
+
+    if arch.current_target() not in ("sm_90a", "sm_120a"):
+        pytest.skip("the NVFP4 pre-attention op runs on sm_90a and sm_120a")
+    results = check_pre_attention_nvfp4(257, out_mode, rng, graph=True)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)

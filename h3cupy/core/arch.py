@@ -74,3 +74,34 @@ def sm_count(device_id: int) -> int:
     import cupy
 
     return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
+
+
+#: ``fp8_mma_form`` values of SPEC §6: -1 the board's form, 0 the legacy ``m16n8k32`` e4m3
+#: mma.sync, 2 ``kind::mxf8f6f4`` with unit scales (SM120 only)
+FP8_MMA_FORMS: tuple[int, ...] = (-1, 0, 2)
+
+
+@functools.cache
+def device_name(device_id: int) -> str:
+    import cupy
+
+    name = cupy.cuda.runtime.getDeviceProperties(device_id)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def fp8_mma_code(form: int, target: str, name: str = "") -> int:
+    """The kernels' e4m3 mma.sync form for an ``fp8_mma_form`` (SPEC §6): 1 the legacy
+    ``m16n8k32`` form, 2 ``kind::mxf8f6f4`` with unit scales. Only sm_120a has form 2; elsewhere
+    the argument is validated, then ignored. -1 picks form 2 on GeForce GB202 boards (twice the
+    legacy form's fp32-accumulating rate there, per the seed) and the legacy form otherwise (RTX
+    PRO 6000). The two forms give identical bits."""
+    if form not in FP8_MMA_FORMS:
+        raise ValueError(
+            f"fp8_mma_form: expected one of {FP8_MMA_FORMS} (-1 per board, 0 legacy, 2 "
+            f"kind::mxf8f6f4), got {form!r}"
+        )
+    if target != "sm_120a":
+        return 1
+    if form == -1:
+        return 2 if "geforce" in name.lower() else 1
+    return 1 if form == 0 else 2

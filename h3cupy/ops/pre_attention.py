@@ -41,6 +41,10 @@ PRE_ATTENTION_FP8 = jit.ModuleSpec(
     tuple(f"h3::pre_attention_fp8{c}_sm90<{mode}>" for mode in range(3) for c in ("_x2", "")),
 )
 OUT_MODES = ("bf16", "e4m3", "nvfp4")
+PRE_ATTENTION_FP8_MMA = jit.ModuleSpec(
+    "kernels/pre_attention_fp8_mma.cu",
+    tuple(f"h3::pre_attention_fp8_mma_smxx<{f}, {mode}>" for f in (1, 2) for mode in range(3)),
+)
 PRE_ATTENTION_NVFP4 = jit.ModuleSpec(
     "kernels/pre_attention_nvfp4.cu",
     tuple(f"h3::pre_attention_nvfp4_smxx<{mode}>" for mode in range(3)),
@@ -55,6 +59,10 @@ BACKEND = "auto"
 #: tile) or "pingpong" (128 x 128 tiles, one per warpgroup, epilogue overlapping the other's
 #: MMAs). A module setting, so that benchmarks can time both.
 SCHEDULE = "cooperative"
+#: The FP8 op's SM120 instruction form (SPEC §6 ``fp8_mma_form``): -1 per board, 0 legacy
+#: ``m16n8k32`` e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); only the mma.sync
+#: back end reads it, and only sm_120a has form 2.
+FP8_MMA_FORM = -1
 
 
 def minimax_h3_bf16_pre_attention(
@@ -358,8 +366,10 @@ def minimax_h3_fp8_pre_attention(
         ``PreAttentionOutput(q, k, v, q_sf, k_sf, v_sf)``; the ``*_sf`` are None unless
         ``"nvfp4"``.
 
-    Runs on sm_90a. No host sync; with every output and workspace supplied, no allocation.
-    NOTE: compile-checked; its GPU test has not run yet (2026-12-01).
+    Runs on sm_90a (the wgmma engine with fp32 promotion; H200-verified) and sm_120a (the TMA-fed
+    mma.sync back end, e4m3 form per :data:`FP8_MMA_FORM`; compile- and SASS-checked, and on
+    the H200 when :data:`BACKEND` is ``"mma"``). No host sync; with every output and workspace
+    supplied, no allocation.
     """
     from ..reference.pre_attention import PreAttentionOutput
 
@@ -385,17 +395,55 @@ def minimax_h3_fp8_pre_attention(
     aq = checks.output_or_empty(act_q, "act_q", "e4m3", (m, D), xt)
     asc = checks.output_or_empty(act_scale, "act_scale", "float32", (m,), xt)
     target = arch.device_target(dev)
-    if target != "sm_90a":
+    if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(
-            f"minimax_h3_fp8_pre_attention runs on sm_90a (H100 / H200) in this version; this "
-            f"GPU is {target}"
+            f"minimax_h3_fp8_pre_attention runs on sm_90a (H100 / H200) and sm_120a (RTX 5090 / "
+            f"RTX PRO 6000) in this version; this GPU is {target}"
         )
+    backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
+    if backend == "wgmma" and target != "sm_90a":
+        raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
 
     # Launch 1: prologue with per-token FP8 of a.
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
     # Launch 2: the FP8 QKV GEMM with the pre-attention epilogue and the output mode.
-    cluster = 2 if m > 256 else 1
     mode = OUT_MODES.index(out_mode)
+    if backend == "mma":
+        form = arch.fp8_mma_code(FP8_MMA_FORM, target, arch.device_name(dev))
+        kernel = jit.get_kernel(
+            PRE_ATTENTION_FP8_MMA, f"h3::pre_attention_fp8_mma_smxx<{form}, {mode}>", target
+        )
+        launch(
+            kernel,
+            min(-(-m // 128) * (QKV_ROWS // 256), arch.sm_count(dev)),
+            256,
+            (
+                gemm._tensor_map(aq.ptr, "uint8", D, m, D, 128),
+                gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 256),
+                i32(m),
+                i32(D),
+                ptr(qn),
+                ptr(kn),
+                ptr(cs),
+                i32(cs.shape[0]),
+                f32(eps),
+                ptr(asc),
+                ptr(ws),
+                *(ptr(t) for t in outs),
+                *(ptr(t) for t in sfs),
+                *(ptr(t) for t, _ in scal),
+                *(f32(h) for _, h in scal),
+            ),
+            tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs]
+            + [t for t in sfs if t is not None]
+            + [t for t, _ in scal if t is not None],
+            smem=gemm._MT_SMEM,
+        )
+        ex = interop.export
+        return PreAttentionOutput(
+            *(ex(t) for t in outs), *((ex(t) if t is not None else None) for t in sfs)
+        )
+    cluster = 2 if m > 256 else 1
     name = f"h3::pre_attention_fp8{'_x2' if cluster == 2 else ''}_sm90<{mode}>"
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
     desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 128)

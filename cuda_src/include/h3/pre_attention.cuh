@@ -6,6 +6,7 @@
 #pragma once
 #include "h3/common.cuh"
 #include "h3/numeric.cuh"
+#include "h3/quant.cuh"
 
 namespace h3 {
 
@@ -224,6 +225,116 @@ struct MmaPreAttnMath {
         }
       __syncthreads();  // the exchange buffer is free again for the next tile
     }
+  }
+};
+
+// y of the quantized ops on the mma.sync fragment (acc[mi][ni][r] at rows row0 + wm + 16 mi +
+// mma_c_row(lane, r), columns col0 + wn + 8 ni + mma_c_col(lane, r)), rounded to bf16 in place:
+// NVFP4 (W4A4): y = bf16(acc * alpha).
+struct MmaYAlpha {
+  float alpha;
+  H3_DEVICE void operator()(float (&acc)[4][8][4], int, int, int, int) const {
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[mi][ni][r] = round_bf16(acc[mi][ni][r] * alpha);
+  }
+};
+
+// FP8 (W8A8): y = bf16((acc * act_scale[m]) * w_scale[n]); rows past M get a zero scale. The 16
+// weight-scale pairs are loaded before any is used.
+struct MmaYRowCol {
+  const float* __restrict__ act_scale;  // [M]
+  const float* __restrict__ w_scale;    // [N]
+  int M;
+  H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn) const {
+    const int lane = threadIdx.x % 32, q4 = lane % 4;
+    float2 ws[8];
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+      ws[ni] = *reinterpret_cast<const float2*>(w_scale + col0 + wn + 8 * ni + 2 * q4);
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + wm + 16 * mi + lane / 4 + 8 * h;
+        const float as = row < M ? act_scale[row] : 0.f;
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni) {
+          acc[mi][ni][2 * h] = round_bf16((acc[mi][ni][2 * h] * as) * ws[ni].x);
+          acc[mi][ni][2 * h + 1] = round_bf16((acc[mi][ni][2 * h + 1] * as) * ws[ni].y);
+        }
+      }
+  }
+};
+
+// The quantized pre-attention epilogue on the mma.sync fragment layout (h3/gemm_mma_tma.cuh and
+// h3/gemm_nvfp4.cuh): y = Scale (bf16-rounded, see MmaYAlpha / MmaYRowCol), the per-head
+// math, then the out mode (kOut 0 bf16, 1 e4m3, 2 nvfp4) into q, k, v [M, 56, ...]. Stores are
+// straight from registers: bf16 pairs, e4m3 pairs, and for NVFP4 one code byte per thread per 8
+// columns (a 16-column block sits in the 4 lanes of a quad: two shuffles give its amax) plus the
+// scale byte from lane q4 == block % 4.
+template <int kOut, class Scale>
+struct EpiMmaPreAttnQkv {
+  MmaPreAttnMath math;
+  Scale scale;
+  void* out[3];             // q, k, v: bf16 / e4m3 [M, 56, 128] or packed e2m1 [M, 56, 64]
+  u8* sf[3];                // NVFP4 scales [M, 56, 8] (kOut 2)
+  PaKindScalar scalar[3];   // e4m3: descale; nvfp4: global scale
+
+  H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn,
+                            u8* scratch) const {
+    scale(acc, row0, col0, wm, wn);
+    math.apply(acc, row0, col0, wm, wn, scratch);
+    const int lane = threadIdx.x % 32, q4 = lane % 4, M = math.M;
+    const int kind = col0 / kPaKindCols;
+    const int head = (col0 % kPaKindCols) / kPaHeadDim + wn / kPaHeadDim;
+    const int half = (wn / 64) % 2;
+    void* o = pick3(out, kind);
+    const float sv = kOut == 0 ? 0.f : pick3(scalar, kind).get();
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + wm + 16 * mi + lane / 4 + 8 * h;
+        const bool in = row < M;  // NOTE: no early exit: the NVFP4 path shuffles in the quad
+        const i64 rh = static_cast<i64>(in ? row : 0) * kPaHeads + head;
+        if constexpr (kOut == 0) {
+          bf16_t* dst = static_cast<bf16_t*>(o) + rh * kPaHeadDim + 64 * half + 2 * q4;
+#pragma unroll
+          for (int ni = 0; ni < 8; ++ni)
+            if (in)
+              *reinterpret_cast<u32*>(dst + 8 * ni) = pack_bf16x2(
+                  f32_to_bf16(acc[mi][ni][2 * h]), f32_to_bf16(acc[mi][ni][2 * h + 1]));
+        } else if constexpr (kOut == 1) {
+          const float os = __frcp_rn(sv);
+          u8* dst = static_cast<u8*>(o) + rh * kPaHeadDim + 64 * half + 2 * q4;
+#pragma unroll
+          for (int ni = 0; ni < 8; ++ni)
+            if (in)
+              *reinterpret_cast<u16*>(dst + 8 * ni) = static_cast<u16>(
+                  e4m3x2(acc[mi][ni][2 * h] * os, acc[mi][ni][2 * h + 1] * os));
+        } else {
+          u8* dst = static_cast<u8*>(o) + rh * 64 + 32 * half + q4;
+          u8* sdst = pick3(sf, kind) + rh * 8 + 4 * half;
+#pragma unroll
+          for (int bb = 0; bb < 4; ++bb) {  // 16-column blocks of this warp's 64 columns
+            const float v0 = acc[mi][2 * bb][2 * h], v1 = acc[mi][2 * bb][2 * h + 1];
+            const float v2 = acc[mi][2 * bb + 1][2 * h], v3 = acc[mi][2 * bb + 1][2 * h + 1];
+            float amax = fmaxf(fmaxf(fabsf(v0), fabsf(v1)), fmaxf(fabsf(v2), fabsf(v3)));
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+            const Nvfp4Scale sc = nvfp4_scale(amax, sv);
+            if (in) {
+              dst[8 * bb] = static_cast<u8>(e2m1(v0 * sc.os) | (e2m1(v1 * sc.os) << 4));
+              dst[8 * bb + 4] = static_cast<u8>(e2m1(v2 * sc.os) | (e2m1(v3 * sc.os) << 4));
+              if (q4 == bb) sdst[bb] = sc.sf;
+            }
+          }
+        }
+      }
   }
 };
 
