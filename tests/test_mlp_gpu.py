@@ -82,15 +82,31 @@ def test_mlp_fp8_fused_y_quantization(m, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("fused", (False, True))
-def test_mlp_fp8_graph(fused, rng, monkeypatch):
-    """Every workspace supplied: a second eager run and a CUDA-graph replay (fresh stream, no
-    allocation or host sync inside; the flag memset is captured too) give the first run's bytes
-    in out and every workspace, in both FC2 forms."""
+@pytest.mark.parametrize("m", (1, 129, 4097))
+def test_mlp_fp8_mma_backend(m, rng, monkeypatch):
+    """The MLP on the TMA-fed mma.sync back end (its sm_120a path: FC1 + SwiGLU in the mma
+    fragment, the y quantization launch, FC2 on out_proj's mma kernel), same checks, out aliasing
+    x included."""
     from h3cupy.ops import out_proj
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
+    monkeypatch.setattr(out_proj, "BACKEND", "mma")
+    results = check_mlp_fp8(m, rng, index_dtype=np.int32 if m % 2 else np.int64)
+    results += check_mlp_fp8(m, rng, alias="x")
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("form", ("two-launch", "fused", "mma"))
+def test_mlp_fp8_graph(form, rng, monkeypatch):
+    """Every workspace supplied: a second eager run and a CUDA-graph replay (fresh stream, no
+    allocation or host sync inside; the flag memset is captured too) give the first run's bytes
+    in out and every workspace, in every form."""
+    from h3cupy.ops import out_proj
+
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", form == "fused")
+    monkeypatch.setattr(out_proj, "BACKEND", "mma" if form == "mma" else "auto")
     results = check_mlp_fp8(257, rng, graph=True)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)

@@ -91,14 +91,29 @@ def test_nvfp4_out_proj(m, rng):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("fused", (False, True))
-def test_fp8_out_proj_graph(fused, rng, monkeypatch):
-    """Every output and workspace supplied: a second eager run and a CUDA-graph replay (fresh
-    stream, no allocation or host sync inside) give the first run's bytes, in both forms."""
+@pytest.mark.parametrize("m", (1, 129, 4097))
+def test_fp8_out_proj_mma_backend(m, rng, monkeypatch):
+    """The FP8 op on the TMA-fed mma.sync back end (its sm_120a path; on the H200 the legacy e4m3
+    form as f16 MMAs), same checks, int64 indices and the aliased form included."""
     from h3cupy.ops import out_proj
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
+    monkeypatch.setattr(out_proj, "BACKEND", "mma")
+    results = check_out_proj_fp8(m, rng, index_dtype=np.int64)
+    results += check_out_proj_fp8(m, rng, alias=True)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("form", ("two-launch", "fused", "mma"))
+def test_fp8_out_proj_graph(form, rng, monkeypatch):
+    """Every output and workspace supplied: a second eager run and a CUDA-graph replay (fresh
+    stream, no allocation or host sync inside) give the first run's bytes, in every form."""
+    from h3cupy.ops import out_proj
+
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", form == "fused")
+    monkeypatch.setattr(out_proj, "BACKEND", "mma" if form == "mma" else "auto")
     results = check_out_proj_fp8(4824, rng, index_dtype=np.int64, graph=True)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)

@@ -196,30 +196,40 @@ def test_pre_attention_fp8_sass():
         assert not any(o.startswith(("LDL", "STL")) for o in c), name
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_120a"])
-def test_pre_attention_fp8_mma_sass(target):
-    """The W8A8 pre-attention on the mma.sync back end (the sm_120a path, issue #5 item 3): on
-    sm_120a the legacy e4m3 QMMA (form 1) and the block-scaled kind::mxf8f6f4 QMMA.SF with unit
-    scales (form 2); on sm_90a form 1 as f16 HMMAs; TMA loads and ldmatrix; no local memory on
-    sm_90a."""
-    from h3cupy.ops import pre_attention
-
-    ops = sass.opcodes(sass.disassemble(pre_attention.PRE_ATTENTION_FP8_MMA, target))
-    assert len(ops) == 6
+def _check_fp8_mma_forms(ops: dict, target: str) -> None:
+    """Kernels ``..._smxx<1>`` (legacy e4m3 mma.sync) and ``..._smxx<2>`` (kind::mxf8f6f4 with unit
+    scales): on sm_120a QMMA and QMMA.SF respectively, never the other; on sm_90a form 1 as f16
+    HMMAs and no local memory (form 2 exists on sm_120a only); TMA loads and ldmatrix."""
     want = {1: "QMMA.16832.F32.E4M3.E4M3", 2: "QMMA.SF.16832.F32.E4M3.E4M3"}
+    assert ops
     for name, c in ops.items():
-        form = 1 if "pre_attention_fp8_mma_smxxILi1E" in name else 2
+        form = 1 if "smxxILi1E" in name else 2
         if target == "sm_90a":
             if form == 2:
-                continue  # kind::mxf8f6f4 exists on sm_120a only (the kernel traps elsewhere)
+                continue
             op = "HMMA.16816.F32"
             assert not any(o.startswith(("LDL", "STL")) for o in c), name
         else:
             op = want[form]
-            other = want[3 - form]
-            assert not any(o.startswith(other) for o in c), (name, sorted(c))
+            assert not any(o.startswith(want[3 - form]) for o in c), (name, sorted(c))
         assert sum(k for o, k in c.items() if o.startswith(op)) >= 128, (name, sorted(c))
         assert any(o.startswith("UTMALDG") for o in c) and any(o.startswith("LDSM") for o in c)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_120a"])
+def test_fp8_ops_mma_sass(target):
+    """The W8A8 ops on the mma.sync back end (their sm_120a path; issues #5-#7): the FP8
+    pre-attention (3 out modes x 2 forms), out_proj's GEMM and the MLP's FC1 (2 forms each)."""
+    from h3cupy.ops import mlp, out_proj, pre_attention
+
+    for spec, key, n in (
+        (pre_attention.PRE_ATTENTION_FP8_MMA, "pre_attention_fp8_mma_smxx", 6),
+        (out_proj.OUT_PROJ, "out_proj_fp8_mma_smxx", 2),
+        (mlp.MLP, "mlp_fc1_fp8_mma_smxx", 2),
+    ):
+        ops = {k: v for k, v in sass.opcodes(sass.disassemble(spec, target)).items() if key in k}
+        assert len(ops) == n, (key, sorted(ops))
+        _check_fp8_mma_forms(ops, target)
 
 
 def test_out_proj_fp8_sass():
@@ -228,9 +238,9 @@ def test_out_proj_fp8_sass():
     from h3cupy.ops import out_proj
 
     ops = sass.opcodes(sass.disassemble(out_proj.OUT_PROJ, "sm_90a"))
-    assert len(ops) == 5
+    assert len(ops) == 7
     for name, c in ops.items():
-        if "nvfp4" in name:  # the NVFP4 form: test_out_proj_nvfp4_sass
+        if "nvfp4" in name or "mma" in name:  # test_out_proj_nvfp4_sass, test_fp8_ops_mma_sass
             continue
         assert any(o.startswith("QGMMA.64") for o in c), sorted(c)
         assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
@@ -244,8 +254,10 @@ def test_mlp_fc1_sass():
     from h3cupy.ops import mlp
 
     ops = sass.opcodes(sass.disassemble(mlp.MLP, "sm_90a"))
-    assert len(ops) == 2
+    assert len(ops) == 4
     for name, c in ops.items():
+        if "mma" in name:  # the mma.sync back end: test_fp8_ops_mma_sass
+            continue
         assert any(o.startswith("QGMMA.64") for o in c), sorted(c)
         assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
         assert not any(o.startswith(("LDL", "STL")) for o in c), name

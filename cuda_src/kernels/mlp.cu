@@ -10,6 +10,7 @@
 // expects, and stored by TMA into y [M, 14336] in 32-column boxes (a 192-wide tile gives 96 y
 // columns, which 64-column boxes cannot tile).
 // FC2 reuses the out_proj kernels (out_proj.cu: gated-residual epilogue) on y's per-token FP8.
+#include "h3/gemm_mma_tma.cuh"
 #include "h3/gemm_sm90.cuh"
 
 namespace h3 {
@@ -94,5 +95,53 @@ __global__ void __launch_bounds__(384, 1) mlp_fc1_fp8_sm90(H3_FC1_PARAMS) {
 }
 
 #undef H3_FC1_PARAMS
+
+// FC1 on the mma.sync back end (the sm_120a path; also runs on sm_90a): the TMA-fed mma.sync
+// skeleton (h3/gemm_mma_tma.cuh, 128 x 256 tiles, 8 warps of 64 x 64). In the mma fragment the
+// warp's 8-column groups ni = 2b (gate) and 2b + 1 (up) hold the same 8 FFN columns in the same
+// thread (prepacked order), so SwiGLU is register-local as on the wgmma path; y pairs are stored
+// from registers. h = bf16((acc * a_scale[m]) * w_scale[n]) is MmaYRowCol.
+struct EpiMmaSwiglu {
+  MmaYRowCol scale;  // N = 2 * ffn
+  bf16_t* __restrict__ y;  // [M, ffn]
+
+  H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn,
+                            u8* /*scratch*/) const {
+    scale(acc, row0, col0, wm, wn);
+    const int lane = threadIdx.x % 32, q4 = lane % 4;
+    const int ffn = scale.N / 2, ycol0 = (col0 + wn) / 2 + 2 * q4;
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + wm + 16 * mi + lane / 4 + 8 * h;
+        if (row >= scale.M) continue;
+        bf16_t* yrow = y + static_cast<i64>(row) * ffn;
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          float v[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float g = acc[mi][2 * b][2 * h + e], u = acc[mi][2 * b + 1][2 * h + e];
+            const float silu = round_bf16(__fdiv_rn(g, 1.f + expf(-g)));
+            v[e] = round_bf16(silu * u);
+          }
+          const int yc = ycol0 + 8 * b;
+          if (yc < ffn)
+            *reinterpret_cast<u32*>(yrow + yc) = pack_bf16x2(f32_to_bf16(v[0]), f32_to_bf16(v[1]));
+        }
+      }
+  }
+};
+
+// kFmt 1: legacy e4m3 mma.sync; 2: kind::mxf8f6f4 with unit scales (sm_120a only).
+template <int kFmt>
+__global__ void __launch_bounds__(kMtThreads, 1) mlp_fc1_fp8_mma_smxx(
+    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b, int M, int N,
+    int k_bytes, const float* __restrict__ a_scale, const float* __restrict__ w_scale,
+    bf16_t* __restrict__ y) {
+  const EpiMmaSwiglu epi{{a_scale, w_scale, M, N}, y};
+  gemm_mma_tma_body<kFmt>(desc_a, desc_b, M, N, k_bytes, epi);
+}
 
 }  // namespace h3

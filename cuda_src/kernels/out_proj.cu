@@ -212,12 +212,14 @@ __global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PA
 
 #undef H3_OP_PRO
 
-// minimax_h3_nvfp4_out_proj (SPEC.md section 5): the NVFP4 GEMM (h3/gemm_nvfp4.cuh: native
-// block-scaled MMA on sm_120a, exact bf16 emulation elsewhere) with the gated residual in the
-// mma.sync fragment layout: o = bf16(acc * alpha), alpha = 1 / (g_act * g_w) formed on the device;
-// out = bf16(residual + bf16(gate[i] * o)), or residual on invalid rows. Stores are bf16 pairs.
+// The gated residual in the mma.sync fragment layout (the NVFP4 op, and the FP8 op on the
+// mma.sync back end): o = Scale (bf16-rounded in place: MmaYAlpha, o = bf16(acc * alpha), or
+// MmaYRowCol, o = bf16((acc * act_scale[m]) * w_scale[n])); out = bf16(residual + bf16(gate[i] *
+// o)), or residual exactly on invalid rows. Per row, the residual and gate words of the warp's 8
+// column groups are loaded before any is used. Stores are bf16 pairs.
+template <class Scale>
 struct EpiMmaGatedResidual {
-  float alpha;
+  Scale scale;
   const bf16_t* residual;               // [M, N] (may alias out)
   const bf16_t* __restrict__ gate;      // [rows, N], row stride gate_stride
   i64 gate_stride, rows;
@@ -228,6 +230,7 @@ struct EpiMmaGatedResidual {
   H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn,
                             u8* /*scratch*/) const {
     const int lane = threadIdx.x % 32;
+    scale(acc, row0, col0, wm, wn);
 #pragma unroll
     for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
@@ -240,19 +243,23 @@ struct EpiMmaGatedResidual {
         const bf16_t* grow = gate + (valid ? gi : 0) * gate_stride;
         const bf16_t* rrow = residual + static_cast<i64>(row) * N;
         bf16_t* orow = out + static_cast<i64>(row) * N;
+        u32 rv[8], gv[8];
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni) {
+          const int col = col0 + wn + ni * 8 + mma_c_col(lane, 2 * h);
+          rv[ni] = col < N ? *reinterpret_cast<const u32*>(rrow + col) : 0u;
+          gv[ni] = col < N ? *reinterpret_cast<const u32*>(grow + col) : 0u;
+        }
 #pragma unroll
         for (int ni = 0; ni < 8; ++ni) {
           const int col = col0 + wn + ni * 8 + mma_c_col(lane, 2 * h);
           if (col >= N) continue;
-          const u32 rv = *reinterpret_cast<const u32*>(rrow + col);
-          u32 res = rv;
+          u32 res = rv[ni];
           if (valid) {
-            const float o0 = round_bf16(acc[mi][ni][2 * h] * alpha);
-            const float o1 = round_bf16(acc[mi][ni][2 * h + 1] * alpha);
-            const u32 gv = *reinterpret_cast<const u32*>(grow + col);
-            const float v0 = __uint_as_float(rv << 16) + round_bf16(__uint_as_float(gv << 16) * o0);
-            const float v1 = __uint_as_float(rv & 0xffff0000u) +
-                             round_bf16(__uint_as_float(gv & 0xffff0000u) * o1);
+            const float v0 = __uint_as_float(rv[ni] << 16) +
+                             round_bf16(__uint_as_float(gv[ni] << 16) * acc[mi][ni][2 * h]);
+            const float v1 = __uint_as_float(rv[ni] & 0xffff0000u) +
+                             round_bf16(__uint_as_float(gv[ni] & 0xffff0000u) * acc[mi][ni][2 * h + 1]);
             res = pack_bf16x2(f32_to_bf16(v0), f32_to_bf16(v1));
           }
           *reinterpret_cast<u32*>(orow + col) = res;
@@ -261,6 +268,9 @@ struct EpiMmaGatedResidual {
   }
 };
 
+// minimax_h3_nvfp4_out_proj (SPEC.md section 5): the NVFP4 GEMM (h3/gemm_nvfp4.cuh: native
+// block-scaled MMA on sm_120a, exact bf16 emulation elsewhere), o = bf16(acc * alpha) with
+// alpha = 1 / (g_act * g_w) formed on the device, and the gated residual.
 __global__ void __launch_bounds__(kMtThreads, 1) out_proj_nvfp4_smxx(
     const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
     const __grid_constant__ TmaDesc desc_sfa, const u8* __restrict__ sfb, int sfb_c4, int M,
@@ -268,9 +278,25 @@ __global__ void __launch_bounds__(kMtThreads, 1) out_proj_nvfp4_smxx(
     float gw_host, const bf16_t* residual, const bf16_t* __restrict__ gate, long long gate_stride,
     long long rows, const void* __restrict__ gate_index, int index_is_64, bf16_t* out) {
   const float alpha = Nvfp4Alpha{nullptr, ga_ptr, gw_ptr, gw_host, 0.f}.get();
-  const EpiMmaGatedResidual epi{alpha,       residual, gate, gate_stride, rows, gate_index,
-                                index_is_64, M,        N,    out};
+  const EpiMmaGatedResidual<MmaYAlpha> epi{{alpha}, residual,    gate, gate_stride, rows,
+                                           gate_index, index_is_64, M,    N,           out};
   gemm_nvfp4_body(desc_a, desc_b, desc_sfa, sfb, sfb_c4, M, N, k_bytes, epi);
+}
+
+// minimax_h3_fp8_out_proj on the mma.sync back end (the sm_120a path; also runs on sm_90a): the
+// FP8 GEMM on the TMA-fed mma.sync skeleton (h3/gemm_mma_tma.cuh; fp32 accumulation in the MMA,
+// no promotion step) over the act_q / act_scale of the quantization launch, the gated residual.
+// kFmt 1: legacy e4m3 mma.sync; 2: kind::mxf8f6f4 with unit scales (sm_120a only).
+template <int kFmt>
+__global__ void __launch_bounds__(kMtThreads, 1) out_proj_fp8_mma_smxx(
+    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b, int M, int N,
+    int k_bytes, const float* __restrict__ act_scale, const float* __restrict__ w_scale,
+    const bf16_t* residual, const bf16_t* __restrict__ gate, long long gate_stride, long long rows,
+    const void* __restrict__ gate_index, int index_is_64, bf16_t* out) {
+  const EpiMmaGatedResidual<MmaYRowCol> epi{
+      {act_scale, w_scale, M, N}, residual, gate, gate_stride, rows, gate_index, index_is_64, M, N,
+      out};
+  gemm_mma_tma_body<kFmt>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 #undef H3_OP_FUSED_PARAMS
 #undef H3_OP_EPI

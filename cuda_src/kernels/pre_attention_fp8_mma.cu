@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_fp8_mma_smxx(
     const float* __restrict__ w_scale, void* oq, void* ok, void* ov, u8* sfq, u8* sfk, u8* sfv,
     const float* sp_q, const float* sp_k, const float* sp_v, float sh_q, float sh_k, float sh_v) {
   const EpiMmaPreAttnQkv<kOut, MmaYRowCol> epi{{q_w, k_w, cs, nullptr, 0, cs_rows, M, qk_eps},
-                                               {act_scale, w_scale, M},
+                                               {act_scale, w_scale, M, 3 * kPaKindCols},
                                                {oq, ok, ov},
                                                {sfq, sfk, sfv},
                                                {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}};

@@ -26,10 +26,18 @@ from .pre_attention import _out_map
 from .prologue import D, check_prologue_inputs, launch_prologue
 
 FFN = 14336
-MLP = jit.ModuleSpec("kernels/mlp.cu", ("h3::mlp_fc1_fp8_x2_sm90", "h3::mlp_fc1_fp8_sm90"))
+MLP = jit.ModuleSpec(
+    "kernels/mlp.cu",
+    (
+        "h3::mlp_fc1_fp8_x2_sm90",
+        "h3::mlp_fc1_fp8_sm90",
+        "h3::mlp_fc1_fp8_mma_smxx<1>",
+        "h3::mlp_fc1_fp8_mma_smxx<2>",
+    ),
+)
 #: FC1 tile width by cluster size (mirrors mlp.cu: n192 clusters of two, n128 single CTAs)
 FC1_TILE_N = {1: 128, 2: 192}
-FP8_MMA_FORMS = (-1, 0, 2)
+FP8_MMA_FORMS = arch.FP8_MMA_FORMS
 
 
 def minimax_h3_mlp_fc2_flags_sm120(m: int) -> int:
@@ -87,8 +95,10 @@ def minimax_h3_mlp_fp8_sm120(
     Returns:
         ``out``.
 
-    Runs on sm_90a in this version. NOTE: compile-checked; its GPU test has not run yet
-    (2026-12-01).
+    Runs on sm_90a (the wgmma engine; H200-verified) and sm_120a (the TMA-fed mma.sync back end:
+    prologue, FC1 + SwiGLU, the y quantization launch, FC2 + gated residual; compile- and
+    SASS-checked, run on the H200 with ``h3cupy.ops.out_proj.BACKEND = "mma"``). No host sync; no
+    allocation when ``out`` and every workspace are given.
     """
     from ..weights import _kernel as quant_kernel
 
@@ -128,11 +138,12 @@ def minimax_h3_mlp_fp8_sm120(
             workspace_flags, "workspace_flags", "int32", (minimax_h3_mlp_fc2_flags_sm120(m),), xt
         )
     target = arch.device_target(dev)
-    if target != "sm_90a":
+    if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(
-            f"minimax_h3_mlp_fp8_sm120 runs on sm_90a (H100 / H200) in this version; this GPU "
-            f"is {target}"
+            f"minimax_h3_mlp_fp8_sm120 runs on sm_90a (H100 / H200) and sm_120a (RTX 5090 / RTX "
+            f"PRO 6000) in this version; this GPU is {target}"
         )
+    backend = out_proj.fp8_backend(target)
 
     if ft is not None:
         from ..core.launch import stream
@@ -141,6 +152,9 @@ def minimax_h3_mlp_fp8_sm120(
             ft.raw.fill(0)
     # 1. Prologue with per-token FP8 of a.
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
+    if backend == "mma":
+        _mlp_mma(fp8_mma_form, aq, asc, w1, s1, yt, yq, ysc, w2, s2, rt, gt, g_stride, rows, it, ot)
+        return interop.export(ot)
     # 2. FC1 with the SwiGLU epilogue -> y.
     cluster = 2 if m > 256 else 1
     kernel = jit.get_kernel(
@@ -220,3 +234,39 @@ def minimax_h3_mlp_fp8_sm120(
         smem=smem2,
     )
     return interop.export(ot)
+
+
+def _mlp_mma(form, aq, asc, w1, s1, yt, yq, ysc, w2, s2, rt, gt, g_stride, rows, it, ot) -> None:
+    """Launches 2-4 on the mma.sync back end: FC1 + SwiGLU -> y, the per-token FP8 of y, FC2 with
+    the gated residual (out_proj's mma kernel, K = 14336)."""
+    from ..weights import _kernel as quant_kernel
+
+    dev, m = aq.device, aq.shape[0]
+    target = arch.device_target(dev)
+    code = arch.fp8_mma_code(form, target, arch.device_name(dev))
+    kernel = jit.get_kernel(MLP, f"h3::mlp_fc1_fp8_mma_smxx<{code}>", target)
+    launch(
+        kernel,
+        min(-(-m // 128) * (2 * FFN // 256), arch.sm_count(dev)),
+        256,
+        (
+            gemm._tensor_map(aq.ptr, "uint8", D, m, D, 128),
+            gemm._tensor_map(w1.ptr, "uint8", D, 2 * FFN, D, 256),
+            i32(m),
+            i32(2 * FFN),
+            i32(D),
+            ptr(asc),
+            ptr(s1),
+            ptr(yt),
+        ),
+        tensors=[aq, asc, w1, s1, yt],
+        smem=gemm._MT_SMEM,
+    )
+    launch(
+        quant_kernel("quantize_rows_fp8_smxx", dev),
+        m,
+        256,
+        (ptr(yt), i32(FFN), ptr(None), ptr(yq), ptr(ysc)),
+        tensors=[yt, yq, ysc],
+    )
+    out_proj.launch_fp8_gemm_mma(code, yq, ysc, w2, s2, rt, gt, g_stride, rows, it, ot, m, FFN)

@@ -7,8 +7,8 @@ FP8 O weight, and add the gated residual.
 
 Two launches by default (the quantization, then the GEMM with the gated-residual epilogue,
 ``cuda_src/kernels/out_proj.cu``); the single-launch form (the GEMM's spare producer warps
-quantize attn_out, published per 128-row tile through counters) is written and selected with
-``FUSED_QUANT = True`` until a GPU round has verified it. ``out`` may be ``residual``.
+quantize attn_out, published per 128-row tile through counters; H200-verified) is selected with
+``FUSED_QUANT = True``. ``out`` may be ``residual``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ ATTN, D = 7168, 5376
 
 #: True: the single-launch form (attn_out quantized by the GEMM's spare producer warps, published
 #: per 128-row tile through counters); False: a quantization launch, then the GEMM. A module
-#: setting: the fused form is opt-in until a GPU round has verified it.
+#: setting; the fused form is verified on the H200 but not yet timed, so it stays opt-in.
 FUSED_QUANT = False
 _tile_counters: dict[tuple[int, int], object] = {}
 
@@ -49,8 +49,58 @@ OUT_PROJ = jit.ModuleSpec(
         "h3::out_proj_fp8_fused_x2_sm90",
         "h3::out_proj_fp8_fused_sm90",
         "h3::out_proj_nvfp4_smxx",
+        "h3::out_proj_fp8_mma_smxx<1>",
+        "h3::out_proj_fp8_mma_smxx<2>",
     ),
 )
+
+#: GEMM back end of the FP8 out_proj and of the MLP: "auto" (wgmma on sm_90a, mma.sync on
+#: sm_120a), "wgmma" or "mma" (the TMA-fed mma.sync back end, also on sm_90a; always two launches,
+#: FUSED_QUANT is not read there). A module setting, so that tests can run both on the H200.
+BACKEND = "auto"
+#: The FP8 out_proj's SM120 instruction form (SPEC §6 ``fp8_mma_form``): -1 per board, 0 legacy
+#: e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); read by the mma.sync back end.
+FP8_MMA_FORM = -1
+
+
+def fp8_backend(target: str) -> str:
+    """The back end the FP8 out_proj and the MLP use on ``target`` (see :data:`BACKEND`)."""
+    backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
+    if backend == "wgmma" and target != "sm_90a":
+        raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
+    return backend
+
+
+def launch_fp8_gemm_mma(code: int, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, k) -> None:
+    """The FP8 GEMM with the gated-residual epilogue on the mma.sync back end (out_proj and the
+    MLP's FC2): ``out[m, 5376] = bf16(residual + bf16(gate[i] * o))`` over act_q ``[m, k]``;
+    ``code`` the kernel's e4m3 form (:func:`h3cupy.core.arch.fp8_mma_code`)."""
+    dev = aq.device
+    target = arch.device_target(dev)
+    kernel = jit.get_kernel(OUT_PROJ, f"h3::out_proj_fp8_mma_smxx<{code}>", target)
+    launch(
+        kernel,
+        min(-(-m // 128) * -(-D // 256), arch.sm_count(dev)),
+        256,
+        (
+            gemm._tensor_map(aq.ptr, "uint8", k, m, k, 128),
+            gemm._tensor_map(wq.ptr, "uint8", k, D, k, 256),
+            i32(m),
+            i32(D),
+            i32(k),
+            ptr(asc),
+            ptr(ws),
+            ptr(rt),
+            ptr(gt),
+            i64(gstride),
+            i64(rows),
+            ptr(it),
+            i32(1 if it.fmt == "int64" else 0),
+            ptr(ot),
+        ),
+        tensors=[aq, asc, wq, ws, rt, gt, it, ot],
+        smem=gemm._MT_SMEM,
+    )
 
 
 def minimax_h3_fp8_out_proj(
@@ -83,8 +133,10 @@ def minimax_h3_fp8_out_proj(
     Returns:
         ``out``.
 
-    Runs on sm_90a. No host sync; no allocation when ``out`` and the workspaces are given.
-    NOTE: compile-checked; its GPU test has not run yet (2026-12-01).
+    Runs on sm_90a (the wgmma engine, fp32 promotion; H200-verified) and sm_120a (the TMA-fed
+    mma.sync back end, two launches, e4m3 form per :data:`FP8_MMA_FORM`; compile- and
+    SASS-checked, run on the H200 with :data:`BACKEND` = ``"mma"``). No host sync; no allocation
+    when ``out`` and the workspaces are given.
     """
     from ..weights import _kernel as quant_kernel
 
@@ -111,13 +163,14 @@ def minimax_h3_fp8_out_proj(
     aq = checks.output_or_empty(act_q, "act_q", "e4m3", (m, ATTN), at)
     asc = checks.output_or_empty(act_scale, "act_scale", "float32", (m,), at)
     target = arch.device_target(dev)
-    if target != "sm_90a":
+    if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(
-            f"minimax_h3_fp8_out_proj runs on sm_90a (H100 / H200) in this version; this GPU is "
-            f"{target}"
+            f"minimax_h3_fp8_out_proj runs on sm_90a (H100 / H200) and sm_120a (RTX 5090 / RTX "
+            f"PRO 6000) in this version; this GPU is {target}"
         )
+    backend = fp8_backend(target)
 
-    fused = FUSED_QUANT
+    fused = FUSED_QUANT and backend == "wgmma"
     extra: tuple = ()
     if fused:
         # The tile counters start at zero (a memset on the stream: part of a captured graph).
@@ -138,6 +191,10 @@ def minimax_h3_fp8_out_proj(
             tensors=[at, aq, asc],
         )
     # The FP8 GEMM with the gated-residual epilogue.
+    if backend == "mma":
+        form = arch.fp8_mma_code(FP8_MMA_FORM, target, arch.device_name(dev))
+        launch_fp8_gemm_mma(form, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, ATTN)
+        return interop.export(ot)
     cluster = 2 if m > 256 else 1
     tile_n = 192 if cluster == 2 else 128
     name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"

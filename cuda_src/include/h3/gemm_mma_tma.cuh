@@ -206,4 +206,48 @@ struct EpiMmaScaleBf16 {
   }
 };
 
+// y of the quantized ops on the mma.sync fragment (acc[mi][ni][r] at rows row0 + wm + 16 mi +
+// mma_c_row(lane, r), columns col0 + wn + 8 ni + mma_c_col(lane, r)), rounded to bf16 in place.
+// NVFP4 (W4A4): y = bf16(acc * alpha).
+struct MmaYAlpha {
+  float alpha;
+  H3_DEVICE void operator()(float (&acc)[4][8][4], int, int, int, int) const {
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[mi][ni][r] = round_bf16(acc[mi][ni][r] * alpha);
+  }
+};
+
+// FP8 (W8A8): y = bf16((acc * act_scale[m]) * w_scale[n]); rows past M and columns past N get a
+// zero scale. The 8 weight-scale pairs are loaded before any is used.
+struct MmaYRowCol {
+  const float* __restrict__ act_scale;  // [M]
+  const float* __restrict__ w_scale;    // [N]
+  int M, N;
+  H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn) const {
+    const int lane = threadIdx.x % 32, q4 = lane % 4;
+    float2 ws[8];
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni) {
+      const int col = col0 + wn + 8 * ni + 2 * q4;
+      ws[ni] = col < N ? *reinterpret_cast<const float2*>(w_scale + col) : make_float2(0.f, 0.f);
+    }
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + wm + 16 * mi + lane / 4 + 8 * h;
+        const float as = row < M ? act_scale[row] : 0.f;
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni) {
+          acc[mi][ni][2 * h] = round_bf16((acc[mi][ni][2 * h] * as) * ws[ni].x);
+          acc[mi][ni][2 * h + 1] = round_bf16((acc[mi][ni][2 * h + 1] * as) * ws[ni].y);
+        }
+      }
+  }
+};
+
 }  // namespace h3
