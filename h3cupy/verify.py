@@ -499,12 +499,16 @@ def check_pre_attention_fp8(
     return checks
 
 
-def _qkv_graph_checks(op, shape, run, res, out_mode, *workspaces) -> list[Check]:
-    """:func:`graph_checks` of a quantized pre-attention call with every output supplied."""
+def _qkv_graph_checks(op, shape, run, res, out_mode, *workspaces, extra=None) -> list[Check]:
+    """:func:`graph_checks` of a quantized pre-attention call with every output supplied (and the
+    ``extra`` keyword workspaces, also compared)."""
     outs = {"q": res.q, "k": res.k, "v": res.v}
     if out_mode == "nvfp4":
         outs.update(q_sf=res.q_sf, k_sf=res.k_sf, v_sf=res.v_sf)
-    return graph_checks(op, shape, lambda: run(**outs), [*outs.values(), *workspaces])
+    extra = extra or {}
+    return graph_checks(
+        op, shape, lambda: run(**outs, **extra), [*outs.values(), *workspaces, *extra.values()]
+    )
 
 
 def _compare_qkv(op, shape, res, ref, rows, out_mode, descale, gscale) -> list[Check]:
@@ -664,8 +668,20 @@ def check_pre_attention_nvfp4(
         gscale,
     )
     if graph:
+        # the bf16 workspaces of the sm_90a path, so that nothing is allocated inside the capture
+        extra = {
+            "workspace_a": cupy.empty((m, D), formats.BF16),
+            "workspace_w": cupy.empty((21504, D), formats.BF16),
+        }
         checks += _qkv_graph_checks(
-            "nvfp4_pre_attention", f"M={m} out_mode={out_mode}", run, res, out_mode, act_q, act_sf
+            "nvfp4_pre_attention",
+            f"M={m} out_mode={out_mode}",
+            run,
+            res,
+            out_mode,
+            act_q,
+            act_sf,
+            extra=extra,
         )
     return checks
 

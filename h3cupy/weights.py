@@ -24,6 +24,7 @@ QUANTIZE = jit.ModuleSpec(
         "h3::nvfp4_global_scale_smxx",
         "h3::fp4_quantize_smxx",
         "h3::permute_rows_smxx",
+        "h3::nvfp4_dequant_bf16_smxx",
     ),
 )
 _THREADS = 256

@@ -239,6 +239,47 @@ def test_nvfp4_pre_attention(m, out_mode, rng):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+@pytest.mark.parametrize("m", (1, 129, 4097))
+def test_nvfp4_pre_attention_mma_backend(m, out_mode, rng, monkeypatch):
+    """The NVFP4 op on the mma.sync back end (on the H200 the in-register emulation of the
+    block-scaled MMA; on sm_120a the native one), same checks."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "BACKEND", "mma")
+    results = check_pre_attention_nvfp4(m, out_mode, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("swizzled", (False, True))
+def test_nvfp4_dequantize_bf16(swizzled, rng):
+    """a' = e2m1 * ue4m3 scale (the Hopper NVFP4 path's operands) bit-exact to the host decode,
+    from linear and from 128x4-swizzled scales; the output poisoned first."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.core import interop
+    from h3cupy.ops.pre_attention import nvfp4_dequantize_bf16
+    from h3cupy.testing import download, poison
+
+    _need_sm90()
+    r, k = 300, 5376
+    a = (rng.standard_normal((r, k)) * rng.uniform(0.01, 30.0, (r, 1))).astype(formats.BF16)
+    codes, sf = formats.nvfp4_quantize(a, formats.nvfp4_global_scale_from_amax(np.abs(a).max()))
+    want = formats.e2m1_decode(formats.unpack_e2m1(codes)) * np.repeat(
+        formats.ue4m3_decode(sf), 16, axis=-1
+    )
+    out = cupy.empty((r, k), formats.BF16)
+    poison(out)
+    sf_dev = formats.swizzle_sf_128x4(sf) if swizzled else sf
+    t = [interop.as_tensor(cupy.asarray(v), n) for v, n in ((codes, "q"), (sf_dev, "sf"))]
+    nvfp4_dequantize_bf16(t[0], t[1], interop.as_tensor(out, "out"), swizzled=swizzled)
+    got = download(out).astype(np.float32)
+    np.testing.assert_array_equal(got, want.astype(np.float32))  # exact: 2-bit x 4-bit products
+
+
 @pytest.mark.parametrize("out_mode", ("e4m3", "nvfp4"))
 def test_nvfp4_pre_attention_graph(out_mode, rng):
     """As test_fp8_pre_attention_graph for the NVFP4 op (alpha formed on the device from the

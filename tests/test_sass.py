@@ -275,11 +275,19 @@ def test_out_proj_nvfp4_sass():
 
 
 def test_pre_attention_nvfp4_sass():
-    """The W4A4 pre-attention: the block-scaled OMMA on sm_120a, HMMA emulation on sm_90a."""
+    """The W4A4 pre-attention: the block-scaled OMMA on sm_120a, HMMA emulation on sm_90a (the
+    mma back end); the Hopper path's bf16 warpgroup MMAs on the dequantized operands (sm_90a,
+    TMA-store epilogue, no local memory)."""
     from h3cupy.ops import pre_attention
 
     for target, op in (("sm_120a", "OMMA.SF.16864.F32.E2M1.E2M1.UE4M3.4X"), ("sm_90a", "HMMA")):
         ops = sass.opcodes(sass.disassemble(pre_attention.PRE_ATTENTION_NVFP4, target))
-        assert len(ops) == 3
-        for c in ops.values():
+        assert len(ops) == 9
+        for name, c in ops.items():
+            if "nvfp4_wg" in name:
+                if target == "sm_90a":
+                    assert any(o.startswith("HGMMA.64") for o in c), sorted(c)
+                    assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
+                    assert not any(o.startswith(("LDL", "STL")) for o in c), name
+                continue
             assert sum(k for o, k in c.items() if o.startswith(op)) >= 32, (target, sorted(c))

@@ -7,6 +7,7 @@
 // SASS-checked only.
 #include "h3/gemm_nvfp4.cuh"
 #include "h3/pre_attention.cuh"
+#include "h3/pre_attention_wg.cuh"
 #include "h3/quant.cuh"
 
 namespace h3 {
@@ -29,5 +30,49 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_nvfp4_smxx(
   gemm_nvfp4_body<EpiMmaPreAttnQkv<kOut, MmaYAlpha>, 3, kMtScratchBytes>(
       desc_a, desc_b, desc_sfa, sfb, sfb_c4, M, 3 * kPaKindCols, k_bytes, epi);
 }
+
+// The Hopper path (sm_90a): the same op as a bf16 GEMM on the sm_90a engine over the dequantized
+// operands a' = e2m1 * sf_a and w' = e2m1 * sf_w (exact in bf16, quantize.cu's
+// nvfp4_dequant_bf16_smxx), so the fp32 sums hold the block-scaled products, then y = bf16(acc *
+// alpha) (WgYAlpha) and h3/pre_attention_wg.cuh's epilogue; 128 x 128 head tiles.
+// NOTE: compile- and SASS-checked; its GPU test has not run yet (2026-12-01).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define H3_CLUSTER_X2 __cluster_dims__(2, 1, 1)
+#else
+#define H3_CLUSTER_X2
+#endif
+
+#define H3_PANV_PARAMS                                                                        \
+  const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,             \
+      const __grid_constant__ TmaDesc desc_q, const __grid_constant__ TmaDesc desc_k,         \
+      const __grid_constant__ TmaDesc desc_v, int M, int k_bytes,                             \
+      const bf16_t *__restrict__ q_w, const bf16_t *__restrict__ k_w,                         \
+      const bf16_t *__restrict__ cs, int cs_rows, float qk_eps,                               \
+      const float *__restrict__ alpha_ptr, const float *__restrict__ ga_ptr,                  \
+      const float *__restrict__ gw_ptr, float gw_host, float alpha_host, u8 *sf_q, u8 *sf_k,  \
+      u8 *sf_v, const float *sp_q, const float *sp_k, const float *sp_v, float sh_q,          \
+      float sh_k, float sh_v
+
+#define H3_PANV_EPI                                                                          \
+  const float alpha = Nvfp4Alpha{alpha_ptr, ga_ptr, gw_ptr, gw_host, alpha_host}.get();     \
+  const EpiPreAttnQkv<kOut, WgYAlpha> epi {                                                  \
+    {q_w, k_w, cs, nullptr, 0, cs_rows, M, 1, qk_eps}, {alpha}, {&desc_q, &desc_k, &desc_v}, \
+        {sf_q, sf_k, sf_v}, {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}                       \
+  }
+
+template <int kOut>
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_nvfp4_wg_x2_sm90(H3_PANV_PARAMS) {
+  H3_PANV_EPI;
+  gemm_sm90_body<0, 128, 0, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+}
+
+template <int kOut>
+__global__ void __launch_bounds__(384, 1) pre_attention_nvfp4_wg_sm90(H3_PANV_PARAMS) {
+  H3_PANV_EPI;
+  gemm_sm90_body<0, 128, 0, 1>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+}
+
+#undef H3_PANV_EPI
+#undef H3_PANV_PARAMS
 
 }  // namespace h3

@@ -85,6 +85,31 @@ __global__ void __launch_bounds__(kQuantThreads) fp4_quantize_smxx(
   }
 }
 
+// NVFP4 -> bf16 without the global scale: out[r, k] = e2m1(code) * ue4m3(sf[r, k / 16]). Exact in
+// bf16 (a 2-bit by 4-bit significand product), so a bf16 GEMM with fp32 accumulation over such
+// operands forms the same products as the block-scaled MMA, alpha applied after: the Hopper NVFP4
+// path. Scales linear [rows, K/16] or 128x4-swizzled (weights). One thread per 16 values.
+__global__ void __launch_bounds__(kQuantThreads) nvfp4_dequant_bf16_smxx(
+    const u8* __restrict__ q, const u8* __restrict__ sf, i64 rows, int K, int swizzled,
+    bf16_t* __restrict__ out) {
+  const int n_cols = K / 16;
+  const i64 n_blocks = rows * n_cols;
+  for (i64 b = static_cast<i64>(blockIdx.x) * kQuantThreads + threadIdx.x; b < n_blocks;
+       b += static_cast<i64>(gridDim.x) * kQuantThreads) {
+    const i64 r = b / n_cols;
+    const int c = static_cast<int>(b % n_cols);
+    const uint2 codes = *reinterpret_cast<const uint2*>(q + r * (K / 2) + 8 * c);
+    const float s = e4m3_to_f32(sf[swizzled ? sf_128x4_offset(r, c, n_cols) : r * n_cols + c]);
+    const uint4 lo = make_uint4(e2m1x2_scaled_bf16x2(codes.x, 0, s), e2m1x2_scaled_bf16x2(codes.x, 1, s),
+                                e2m1x2_scaled_bf16x2(codes.x, 2, s), e2m1x2_scaled_bf16x2(codes.x, 3, s));
+    const uint4 hi = make_uint4(e2m1x2_scaled_bf16x2(codes.y, 0, s), e2m1x2_scaled_bf16x2(codes.y, 1, s),
+                                e2m1x2_scaled_bf16x2(codes.y, 2, s), e2m1x2_scaled_bf16x2(codes.y, 3, s));
+    bf16_t* dst = out + r * K + 16 * c;
+    st16(dst, lo);
+    st16(dst + 8, hi);
+  }
+}
+
 // dst[i, :] = src[src_row[i], :] for rows of `words` 32-bit words.
 __global__ void __launch_bounds__(kQuantThreads) permute_rows_smxx(
     const u32* __restrict__ src, u32* __restrict__ dst, i64 words, const i64* __restrict__ src_row) {

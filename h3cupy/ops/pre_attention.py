@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 
 from ..core import arch, checks, interop, jit
-from ..core.launch import f32, i32, launch, ptr
+from ..core.launch import f32, i32, i64, launch, ptr
 from . import gemm
 from .prologue import D, check_prologue_inputs, launch_prologue
 
@@ -47,7 +47,8 @@ PRE_ATTENTION_FP8_MMA = jit.ModuleSpec(
 )
 PRE_ATTENTION_NVFP4 = jit.ModuleSpec(
     "kernels/pre_attention_nvfp4.cu",
-    tuple(f"h3::pre_attention_nvfp4_smxx<{mode}>" for mode in range(3)),
+    tuple(f"h3::pre_attention_nvfp4_smxx<{mode}>" for mode in range(3))
+    + tuple(f"h3::pre_attention_nvfp4_wg{c}_sm90<{m}>" for m in range(3) for c in ("_x2", "")),
 )
 #: shared memory of pre_attention_nvfp4_smxx: 3 NVFP4 stages, 32 KiB of epilogue scratch
 _NV_PA_SMEM = 3 * (128 * 128 + 256 * 128 + 128 * 16 + 2 * 2048) + 32 * 1024 + 2 * 3 * 8 + 1024
@@ -448,12 +449,7 @@ def minimax_h3_fp8_pre_attention(
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
     desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 128)
     desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 128 // cluster)
-    if out_mode == "nvfp4":
-        descs = [_out_map(t.ptr, m, HEADS * 64, "uint8", 64, 0) for t in outs]
-    elif out_mode == "e4m3":
-        descs = [_out_map(t.ptr, m, HEADS * HEAD_DIM, "uint8", 128, 128) for t in outs]
-    else:
-        descs = [_out_map(t.ptr, m, HEADS * HEAD_DIM, "bfloat16", 64, 128) for t in outs]
+    descs = _qkv_out_maps(outs, out_mode, m)
     smem = gemm.wgmma_smem_bytes(128)
     launch(
         kernel,
@@ -484,6 +480,32 @@ def minimax_h3_fp8_pre_attention(
     ex = interop.export
     return PreAttentionOutput(
         *(ex(t) for t in outs), *((ex(t) if t is not None else None) for t in sfs)
+    )
+
+
+def _qkv_out_maps(outs, out_mode: str, m: int) -> list:
+    """The q, k, v tensor maps of the wgmma epilogue (h3/pre_attention_wg.cuh) for an out mode."""
+    if out_mode == "nvfp4":
+        return [_out_map(t.ptr, m, HEADS * 64, "uint8", 64, 0) for t in outs]
+    if out_mode == "e4m3":
+        return [_out_map(t.ptr, m, HEADS * HEAD_DIM, "uint8", 128, 128) for t in outs]
+    return [_out_map(t.ptr, m, HEADS * HEAD_DIM, "bfloat16", 64, 128) for t in outs]
+
+
+def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool) -> None:
+    """``out[r, k] = e2m1(codes[r, k]) * ue4m3(sf[r, k // 16])`` (no global scale; exact in bf16)
+    for uint8 codes ``[R, K/2]``, scales linear ``[R, K/16]`` or 128x4-swizzled, bf16 ``out``
+    ``[R, K]`` (checked by the caller); a launch on the current stream."""
+    from ..weights import _kernel as quant_kernel
+
+    r, k = out.shape
+    n_blocks = r * (k // 16)
+    launch(
+        quant_kernel("nvfp4_dequant_bf16_smxx", out.device),
+        max(1, min(-(-n_blocks // 256), 16 * arch.sm_count(out.device))),
+        256,
+        (ptr(codes), ptr(sf), i64(r), i32(k), i32(1 if swizzled else 0), ptr(out)),
+        tensors=[codes, sf, out],
     )
 
 
@@ -527,6 +549,8 @@ def minimax_h3_nvfp4_pre_attention(
     v_global_scale=None,
     act_q=None,
     act_sf=None,
+    workspace_a=None,
+    workspace_w=None,
 ):
     """The W4A4 pre-attention stage (SPEC.md §4): prologue with NVFP4 of ``a`` under the device
     ``act_global_scale``, the NVFP4 QKV GEMM with ``y = bf16(acc * alpha)``, Q/K RMSNorm + RoPE
@@ -540,13 +564,19 @@ def minimax_h3_nvfp4_pre_attention(
         alpha: optional ``1 / (act_global_scale * qkv_weight_global_scale)`` as a float or a
             device array; formed on the device when omitted (no host read).
         act_q, act_sf: optional workspaces, uint8 ``[M, 2688]`` and ``[M, 336]`` (linear).
+        workspace_a, workspace_w: optional bf16 ``[M, 5376]`` and ``[21504, 5376]`` workspaces of
+            the sm_90a path (the dequantized operands); unused elsewhere.
         The rest: as :func:`minimax_h3_fp8_pre_attention`.
 
     Returns:
         ``PreAttentionOutput(q, k, v, q_sf, k_sf, v_sf)``.
 
-    Runs on sm_120a (block-scaled ``kind::mxf4nvf4`` MMA; compile-checked only) and sm_90a
-    (exact bf16 emulation of the NVFP4 products: correct, not fast; H200-verified 2026-12-01).
+    Runs on sm_120a (block-scaled ``kind::mxf4nvf4`` MMA; compile-checked only) and sm_90a: by
+    default the Hopper path (a' = e2m1 * sf and w' = e2m1 * sf dequantized to bf16, exact, then
+    the bf16 wgmma engine with ``y = bf16(acc * alpha)``; compile-checked, not yet run), or with
+    :data:`BACKEND` = ``"mma"`` the in-register emulation of the block-scaled MMA (correct, slow;
+    H200-verified 2026-12-01). No host sync; with every output and workspace supplied, no
+    allocation.
     """
     from ..core import tma
     from ..reference.pre_attention import PreAttentionOutput
@@ -595,11 +625,60 @@ def minimax_h3_nvfp4_pre_attention(
             f"is {target}"
         )
 
+    backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
+    if backend == "wgmma" and target != "sm_90a":
+        raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
+    if backend == "wgmma":
+        a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, D), xt)
+        w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (QKV_ROWS, D), xt)
+
     # Launch 1: prologue with NVFP4 of a under the device global scale (linear scales).
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "nvfp4", None, aq, asf, ga)
+    mode = OUT_MODES.index(out_mode)
+    ex = interop.export
+    if backend == "wgmma":
+        # Launches 2 and 3: a' and w' (exact bf16); 4: the bf16 engine with the epilogue.
+        nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
+        nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
+        cluster = 2 if m > 256 else 1
+        name = f"h3::pre_attention_nvfp4_wg{'_x2' if cluster == 2 else ''}_sm90<{mode}>"
+        kernel = jit.get_kernel(PRE_ATTENTION_NVFP4, name, target)
+        smem = gemm.wgmma_smem_bytes(128)
+        launch(
+            kernel,
+            gemm.engine_grid(kernel, m, QKV_ROWS, 128, cluster, smem, dev),
+            384,
+            (
+                gemm._tensor_map(a_bf.ptr, "bfloat16", D, m, D * 2, 128),
+                gemm._tensor_map(w_bf.ptr, "bfloat16", D, QKV_ROWS, D * 2, 128 // cluster),
+                *_qkv_out_maps(outs, out_mode, m),
+                i32(m),
+                i32(D * 2),
+                ptr(qn),
+                ptr(kn),
+                ptr(cs),
+                i32(cs.shape[0]),
+                f32(eps),
+                ptr(alpha_t),
+                ptr(None if alpha is not None else ga),
+                ptr(gw_t),
+                f32(gw_host),
+                f32(alpha_host),
+                *(ptr(t) for t in sfs),
+                *(ptr(t) for t, _ in scal),
+                *(f32(h) for _, h in scal),
+            ),
+            tensors=[a_bf, w_bf, ga, qn, kn, cs, *outs]
+            + [t for t in sfs if t is not None]
+            + [t for t, _ in scal if t is not None]
+            + [t for t in (gw_t, alpha_t) if t is not None],
+            smem=smem,
+        )
+        return PreAttentionOutput(
+            *(ex(t) for t in outs), *((ex(t) if t is not None else None) for t in sfs)
+        )
     # Launch 2: the NVFP4 GEMM with the pre-attention epilogue and the output mode.
     kh = D // 2
-    mode = OUT_MODES.index(out_mode)
     kernel = jit.get_kernel(PRE_ATTENTION_NVFP4, f"h3::pre_attention_nvfp4_smxx<{mode}>", target)
     tiles = -(-m // 128) * (QKV_ROWS // 256)
     launch(
@@ -635,7 +714,6 @@ def minimax_h3_nvfp4_pre_attention(
         + [t for t in (gw_t, alpha_t) if t is not None],
         smem=_NV_PA_SMEM,
     )
-    ex = interop.export
     return PreAttentionOutput(
         *(ex(t) for t in outs), *((ex(t) if t is not None else None) for t in sfs)
     )

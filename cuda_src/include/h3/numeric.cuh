@@ -83,4 +83,17 @@ H3_DEVICE u32 e2m1x8(const float (&v)[8]) {
   return r;
 }
 
+// Dequantize the two nibbles of byte t of `v` with scale `s`: a bf16 pair (low = even element).
+H3_DEVICE u32 e2m1x2_scaled_bf16x2(u32 v, int t, float s) {
+  const u32 byte = (v >> (8 * t)) & 0xffu;
+  auto dec = [](u32 c) {
+    // e2m1 magnitude: code 0..7 -> {0, .5, 1, 1.5, 2, 3, 4, 6}
+    const u32 e = (c >> 1) & 3u, m = c & 1u;
+    const float mag = e ? __uint_as_float(((e + 126u) << 23) | (m << 22)) : 0.5f * m;
+    return (c & 8u) ? -mag : mag;
+  };
+  const float lo = dec(byte & 0xfu) * s, hi = dec(byte >> 4) * s;
+  return pack_bf16x2(f32_to_bf16(lo), f32_to_bf16(hi));
+}
+
 }  // namespace h3
