@@ -3,11 +3,12 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|new|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
-# new: only the tests that have not yet passed on a GPU; new-ops: the quantized operators' tests.
+# new / new-mlp: only the tests that have not yet passed on a GPU; new-ops: the quantized
+# operators' tests.
 # bench / bench-ops: the benchmarks (engine and BF16 op / the W8A8 ops).
 # The NVRTC disk cache lives in .h3cache/ (ignored by git); its tarball is written to $OUT so a
 # later round can start warm (restore it with: tar xf h3cache.tar). Or fill it on the CPU machine
@@ -32,12 +33,16 @@ run() {  # run SECONDS LOGFILE CMD...: a stage with a timeout, appending to LOGF
 PYTEST=(python3 -m pytest -q -rs -p no:cacheprovider)
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
-  new)  # what has not yet passed on a GPU (2026-12-01): the W8A8 ops on the mma.sync back end
-       # and the CUDA-graph checks of the quantized ops (fits one 10-minute call)
-    run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
-      -k "fp8_pre_attention_mma_backend or fp8_pre_attention_graph or nvfp4_pre_attention_graph"
-    run 170 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "mma_backend or graph"
-    run 170 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "mma_backend or graph"
+  new)  # what has not yet passed on a GPU (2026-12-01), part 1: the W8A8 pre-attention and
+       # out_proj on the mma.sync back end, the NVFP4 Hopper path (now the sm_90a default) and
+       # the emulation under BACKEND=mma, the CUDA-graph checks (one 10-minute call)
+    run 280 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
+      -k "fp8_pre_attention_mma_backend or graph or nvfp4"
+    run 250 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "mma_backend or graph or nvfp4"
+    ;;
+  new-mlp)  # part 2: the MLP on the mma.sync back end and its graph checks, the block example
+    run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "mma_backend or graph"
+    run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_examples.py -k h3_block
     ;;
   new-ops)  # the quantized operators (one 10-minute call, little margin: out_proj + mlp take
             # ~4 minutes with their host references)
@@ -63,7 +68,7 @@ case "$MODE" in
   bench-ops)  # the W8A8 operators against their chains (one call)
     run 500 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
     ;;
-  *) echo "mode: expected tests, new, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
+  *) echo "mode: expected tests, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status

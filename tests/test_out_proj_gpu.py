@@ -119,6 +119,19 @@ def test_fp8_out_proj_graph(form, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("m", (1, 129, 4097))
+def test_nvfp4_out_proj_mma_backend(m, rng, monkeypatch):
+    """The NVFP4 op on the mma.sync back end (on the H200 the in-register emulation of the
+    block-scaled MMA), same checks."""
+    from h3cupy.ops import out_proj
+
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "BACKEND", "mma")
+    results = check_out_proj_nvfp4(m, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 def test_nvfp4_out_proj_graph(rng):
     from h3cupy.core import arch
 

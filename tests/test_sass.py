@@ -238,7 +238,7 @@ def test_out_proj_fp8_sass():
     from h3cupy.ops import out_proj
 
     ops = sass.opcodes(sass.disassemble(out_proj.OUT_PROJ, "sm_90a"))
-    assert len(ops) == 7
+    assert len(ops) == 9
     for name, c in ops.items():
         if "nvfp4" in name or "mma" in name:  # test_out_proj_nvfp4_sass, test_fp8_ops_mma_sass
             continue
@@ -269,9 +269,17 @@ def test_out_proj_nvfp4_sass():
 
     for target, op in (("sm_120a", "OMMA.SF.16864.F32.E2M1.E2M1.UE4M3.4X"), ("sm_90a", "HMMA")):
         ops = sass.opcodes(sass.disassemble(out_proj.OUT_PROJ, target))
-        (name,) = [n for n in ops if "out_proj_nvfp4" in n]
+        (name,) = [n for n in ops if "out_proj_nvfp4_smxx" in n]
         c = ops[name]
         assert sum(k for o, k in c.items() if o.startswith(op)) >= 32, (target, sorted(c))
+    # the Hopper path: bf16 warpgroup MMAs on the dequantized operands, TMA-store epilogue
+    ops = sass.opcodes(sass.disassemble(out_proj.OUT_PROJ, "sm_90a"))
+    wg = [n for n in ops if "out_proj_nvfp4_wg" in n]
+    assert len(wg) == 2
+    for name in wg:
+        c = ops[name]
+        assert any(o.startswith("HGMMA.64") for o in c) and any(o.startswith("UTMASTG") for o in c)
+        assert not any(o.startswith(("LDL", "STL")) for o in c), name
 
 
 def test_pre_attention_nvfp4_sass():

@@ -18,7 +18,9 @@ namespace h3 {
 
 // kLiveScale: act_scale is written during this launch (the fused quantization), so it is read
 // through L2 (ld.global.cg), never through the read-only path.
-template <bool kLiveScale>
+// kAlpha: o = bf16(acc * alpha) instead (the NVFP4 op's Hopper path on dequantized operands;
+// act_scale and w_scale unused).
+template <bool kLiveScale, bool kAlpha = false>
 struct EpiGatedResidual {
   const float* act_scale;               // [M]
   const float* __restrict__ w_scale;    // [N]
@@ -28,6 +30,7 @@ struct EpiGatedResidual {
   const void* __restrict__ gate_index;  // int32 / int64 [M]
   int index_is_64, M, N;
   const TmaDesc* desc_out;              // out [M, N] bf16, 64 x 64 boxes, 128B swizzle
+  float alpha = 1.f;                    // kAlpha
 
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
@@ -43,7 +46,7 @@ struct EpiGatedResidual {
       const int row = row0 + 16 * w + lane / 4 + 8 * h;
       in[h] = row < M;
       as[h] = 0.f;
-      if (in[h]) as[h] = kLiveScale ? __ldcg(act_scale + row) : act_scale[row];
+      if (!kAlpha && in[h]) as[h] = kLiveScale ? __ldcg(act_scale + row) : act_scale[row];
       i64 gi = -1;
       if (in[h])
         gi = index_is_64 ? static_cast<const i64*>(gate_index)[row]
@@ -64,7 +67,8 @@ struct EpiGatedResidual {
 #pragma unroll
       for (int t = 0; t < kBatch; ++t) {
         const int col = col0 + 8 * (j0 + t) + 2 * q4;
-        ws[t] = col < N ? *reinterpret_cast<const float2*>(w_scale + col) : make_float2(0.f, 0.f);
+        ws[t] = !kAlpha && col < N ? *reinterpret_cast<const float2*>(w_scale + col)
+                                   : make_float2(0.f, 0.f);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const bool ok = in[h] && col < N;
@@ -82,8 +86,10 @@ struct EpiGatedResidual {
           const float r1 = __uint_as_float(rv[h][t] & 0xffff0000u);
           float v0 = r0, v1 = r1;
           if (valid[h]) {
-            const float o0 = round_bf16((d[4 * j + 2 * h] * as[h]) * ws[t].x);
-            const float o1 = round_bf16((d[4 * j + 2 * h + 1] * as[h]) * ws[t].y);
+            const float o0 = kAlpha ? round_bf16(d[4 * j + 2 * h] * alpha)
+                                    : round_bf16((d[4 * j + 2 * h] * as[h]) * ws[t].x);
+            const float o1 = kAlpha ? round_bf16(d[4 * j + 2 * h + 1] * alpha)
+                                    : round_bf16((d[4 * j + 2 * h + 1] * as[h]) * ws[t].y);
             v0 = r0 + round_bf16(__uint_as_float(gv[h][t] << 16) * o0);
             v1 = r1 + round_bf16(__uint_as_float(gv[h][t] & 0xffff0000u) * o1);
           }
@@ -211,6 +217,37 @@ __global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PA
 }
 
 #undef H3_OP_PRO
+
+// minimax_h3_nvfp4_out_proj's Hopper path (sm_90a): the bf16 engine over the dequantized
+// operands a' = e2m1 * sf_a, w' = e2m1 * sf_w (exact in bf16: quantize.cu's
+// nvfp4_dequant_bf16_smxx), o = bf16(acc * alpha) with alpha formed on the device, the gated
+// residual; tiles as the bf16 GEMM's defaults (128 x 256 in clusters of two, 128 x 128 alone).
+// NOTE: compile- and SASS-checked; its GPU test has not run yet (2026-12-01).
+#define H3_OPNV_PARAMS                                                                        \
+  const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,            \
+      const __grid_constant__ TmaDesc desc_out, int M, int N, int k_bytes,                   \
+      const float *__restrict__ ga_ptr, const float *__restrict__ gw_ptr, float gw_host,     \
+      const bf16_t *residual, const bf16_t *__restrict__ gate, long long gate_stride,         \
+      long long rows, const void *__restrict__ gate_index, int index_is_64
+
+#define H3_OPNV_EPI                                                                           \
+  const EpiGatedResidual<false, true> epi {                                                   \
+    nullptr, nullptr, residual, gate, gate_stride, rows, gate_index, index_is_64, M, N,       \
+        &desc_out, Nvfp4Alpha{nullptr, ga_ptr, gw_ptr, gw_host, 0.f}.get()                    \
+  }
+
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) out_proj_nvfp4_wg_x2_sm90(H3_OPNV_PARAMS) {
+  H3_OPNV_EPI;
+  gemm_sm90_body<0, 256, 0, 2>(desc_a, desc_b, M, N, k_bytes, epi);
+}
+
+__global__ void __launch_bounds__(384, 1) out_proj_nvfp4_wg_sm90(H3_OPNV_PARAMS) {
+  H3_OPNV_EPI;
+  gemm_sm90_body<0, 128, 0, 1>(desc_a, desc_b, M, N, k_bytes, epi);
+}
+
+#undef H3_OPNV_EPI
+#undef H3_OPNV_PARAMS
 
 // The gated residual in the mma.sync fragment layout (the NVFP4 op, and the FP8 op on the
 // mma.sync back end): o = Scale (bf16-rounded in place: MmaYAlpha, o = bf16(acc * alpha), or

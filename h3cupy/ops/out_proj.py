@@ -51,12 +51,15 @@ OUT_PROJ = jit.ModuleSpec(
         "h3::out_proj_nvfp4_smxx",
         "h3::out_proj_fp8_mma_smxx<1>",
         "h3::out_proj_fp8_mma_smxx<2>",
+        "h3::out_proj_nvfp4_wg_x2_sm90",
+        "h3::out_proj_nvfp4_wg_sm90",
     ),
 )
 
-#: GEMM back end of the FP8 out_proj and of the MLP: "auto" (wgmma on sm_90a, mma.sync on
-#: sm_120a), "wgmma" or "mma" (the TMA-fed mma.sync back end, also on sm_90a; always two launches,
-#: FUSED_QUANT is not read there). A module setting, so that tests can run both on the H200.
+#: GEMM back end of the FP8 and NVFP4 out_proj and of the MLP: "auto" (wgmma on sm_90a, mma.sync
+#: on sm_120a), "wgmma" or "mma" (the TMA-fed mma.sync back end, also on sm_90a, where NVFP4 is the
+#: in-register emulation; always two launches, FUSED_QUANT is not read there). A module setting,
+#: so that tests can run both on the H200.
 BACKEND = "auto"
 #: The FP8 out_proj's SM120 instruction form (SPEC §6 ``fp8_mma_form``): -1 per board, 0 legacy
 #: e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); read by the mma.sync back end.
@@ -243,6 +246,8 @@ def minimax_h3_nvfp4_out_proj(
     out=None,
     act_q=None,
     act_sf=None,
+    workspace_a=None,
+    workspace_w=None,
 ):
     """The W4A4 attention output projection with the fused gated residual (SPEC.md §5).
 
@@ -257,15 +262,20 @@ def minimax_h3_nvfp4_out_proj(
         gate, gate_index, residual, out: as :func:`minimax_h3_fp8_out_proj`.
         act_q, act_sf: optional workspaces, uint8 ``[M, 3584]`` codes and ``[M, 448]`` linear
             scales of attn_out (FlashInfer's ``fp4_quantize`` with linear scales).
+        workspace_a, workspace_w: optional bf16 ``[M, 7168]`` and ``[5376, 7168]`` workspaces of
+            the sm_90a path (the dequantized operands); unused elsewhere.
 
     Returns:
         ``out`` = ``bf16(residual + bf16(gate[i] * o))``, ``o = bf16(acc * alpha)``,
         ``alpha = 1 / (act_global_scale * o_weight_global_scale)`` formed on the device.
 
-    Two launches (NVFP4 quantization of attn_out, then the GEMM with the gated-residual
-    epilogue). sm_120a runs the block-scaled ``kind::mxf4nvf4`` MMA (compile-checked only);
-    sm_90a dequantizes exactly to bf16 in registers — correct, not fast (H200-verified,
-    2026-12-01).
+    sm_120a: two launches (NVFP4 quantization of attn_out, then the block-scaled
+    ``kind::mxf4nvf4`` GEMM with the gated-residual epilogue; compile-checked only). sm_90a, by
+    default: the quantization, a' = e2m1 * sf and w' = e2m1 * sf dequantized to bf16 (exact),
+    then the bf16 wgmma engine with ``o = bf16(acc * alpha)`` and the gated residual
+    (compile-checked, not yet run); with :data:`BACKEND` = ``"mma"`` the in-register emulation
+    (correct, slow; H200-verified 2026-12-01). No host sync; with ``out`` and every workspace
+    supplied, no allocation.
     """
     from ..core import tma
     from ..weights import _kernel as quant_kernel
@@ -322,6 +332,28 @@ def minimax_h3_nvfp4_out_proj(
         (ptr(at), i64(m), i32(ATTN), ptr(ga), ptr(aq), ptr(asf), i32(0)),
         tensors=[at, ga, aq, asf],
     )
+    backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
+    if backend == "wgmma":
+        if target != "sm_90a":
+            raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
+        _nvfp4_wg(
+            aq,
+            asf,
+            wq,
+            wsf,
+            ga,
+            gw_t,
+            gw_host,
+            rt,
+            gt,
+            gstride,
+            rows,
+            it,
+            ot,
+            workspace_a,
+            workspace_w,
+        )
+        return interop.export(ot)
     # Launch 2: the NVFP4 GEMM with the gated-residual epilogue.
     kh = ATTN // 2
     kernel = jit.get_kernel(OUT_PROJ, "h3::out_proj_nvfp4_smxx", target)
@@ -354,3 +386,45 @@ def minimax_h3_nvfp4_out_proj(
         smem=gemm._NV_SMEM,
     )
     return interop.export(ot)
+
+
+def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot, ws_a, ws_w):
+    """The Hopper path's launches 2-4: a' and w' (exact bf16), then the bf16 engine with
+    ``o = bf16(acc * alpha)`` and the gated residual."""
+    from .pre_attention import nvfp4_dequantize_bf16
+
+    dev, m = aq.device, aq.shape[0]
+    target = arch.device_target(dev)
+    a_bf = checks.output_or_empty(ws_a, "workspace_a", "bf16", (m, ATTN), aq)
+    w_bf = checks.output_or_empty(ws_w, "workspace_w", "bf16", (D, ATTN), aq)
+    nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
+    nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
+    cluster = 2 if m > 256 else 1
+    tile_n = 256 if cluster == 2 else 128
+    name = f"h3::out_proj_nvfp4_wg{'_x2' if cluster == 2 else ''}_sm90"
+    kernel = jit.get_kernel(OUT_PROJ, name, target)
+    smem = gemm.wgmma_smem_bytes(tile_n)
+    launch(
+        kernel,
+        gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev),
+        384,
+        (
+            gemm._tensor_map(a_bf.ptr, "bfloat16", ATTN, m, ATTN * 2, 128),
+            gemm._tensor_map(w_bf.ptr, "bfloat16", ATTN, D, ATTN * 2, tile_n // cluster),
+            gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64),
+            i32(m),
+            i32(D),
+            i32(ATTN * 2),
+            ptr(ga),
+            ptr(gw_t),
+            np.float32(gw_host),
+            ptr(rt),
+            ptr(gt),
+            i64(gstride),
+            i64(rows),
+            ptr(it),
+            i32(1 if it.fmt == "int64" else 0),
+        ),
+        tensors=[a_bf, w_bf, ga, rt, gt, it, ot] + ([gw_t] if gw_t is not None else []),
+        smem=smem,
+    )
