@@ -143,6 +143,51 @@ class _Driver:
 
 _driver: _Driver | None = None
 _fptr: dict[int, int] = {}  # id(kernel) -> CUfunction
+_param_sizes: dict[int, tuple[int, ...] | None] = {}  # id(kernel) -> sizes from the cubin
+_checked: set[int] = set()  # kernels whose first launch had its arguments checked
+
+
+def kernel_param_sizes(kernel) -> tuple[int, ...] | None:
+    """The byte sizes of a kernel's parameters as the loaded cubin declares them
+    (``cuFuncGetParamInfo``, CUDA 12.4+ drivers), or None where the driver cannot say."""
+    key = id(kernel)
+    if key not in _param_sizes:
+        sizes: list[int] | None = []
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuFuncGetParamInfo
+        except (OSError, AttributeError):  # pragma: no cover - older driver
+            sizes = None
+        else:
+            off, size = ctypes.c_size_t(0), ctypes.c_size_t(0)
+            func = ctypes.c_void_p(function_ptr(kernel))
+            while len(sizes) <= 512:
+                rc = fn(func, ctypes.c_size_t(len(sizes)), ctypes.byref(off), ctypes.byref(size))
+                if rc != 0:
+                    # NOTE: the index past the last parameter answers CUDA_ERROR_INVALID_VALUE (1);
+                    # anything else (not supported, ...) means the driver cannot say.
+                    if rc != 1:
+                        sizes = None
+                    break
+                sizes.append(size.value)
+            else:  # pragma: no cover - a driver that never says stop
+                sizes = None
+        _param_sizes[key] = tuple(sizes) if sizes is not None else None
+    return _param_sizes[key]
+
+
+def check_params(kernel, params: list) -> None:
+    """Refuse a launch whose packed arguments do not match the kernel's parameter list in count
+    and byte sizes (an op and its kernel out of step would otherwise read garbage silently)."""
+    want = kernel_param_sizes(kernel)
+    if want is None:
+        return
+    got = tuple(ctypes.sizeof(p) for p in params)
+    if got != want:
+        name = getattr(kernel, "name", None) or getattr(getattr(kernel, "kernel", None), "name", "")
+        raise RuntimeError(
+            f"internal error: kernel {name or '?'} takes {len(want)} parameters of sizes {want}, "
+            f"the op passed {len(got)} of sizes {got}; the op and its kernel disagree"
+        )
 
 
 def function_ptr(kernel) -> int:
@@ -194,6 +239,9 @@ def launch(
     if _driver is None:
         _driver = _Driver()
     params = [_param(v) for v in args]
+    if id(kernel) not in _checked:
+        check_params(kernel, params)
+        _checked.add(id(kernel))
     ptrs = (ctypes.c_void_p * max(1, len(params)))(*[ctypes.addressof(p) for p in params])
     rc = _driver.launch(
         function_ptr(kernel), *grid, *block, smem, current_stream_ptr(tensors), ptrs, None

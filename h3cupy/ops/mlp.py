@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import arch, checks, interop, jit
-from ..core.launch import i32, i64, launch, ptr
+from ..core.launch import i32, launch, ptr
 from . import gemm, out_proj
 from .pre_attention import _out_map
 from .prologue import D, check_prologue_inputs, launch_prologue
@@ -222,12 +222,7 @@ def minimax_h3_mlp_fp8_sm120(
             i32(FFN),
             ptr(ysc),
             ptr(s2),
-            ptr(rt),
-            ptr(gt),
-            i64(g_stride),
-            i64(rows),
-            ptr(it),
-            i32(1 if it.fmt == "int64" else 0),
+            *out_proj.gated_args(rt, gt, g_stride, rows, it),
             *extra,
         ),
         tensors=[yt, yq, ysc, w2, s2, rt, gt, it, ot] + ([ft] if ft is not None else []),

@@ -66,6 +66,12 @@ BACKEND = "auto"
 FP8_MMA_FORM = -1
 
 
+def gated_args(rt, gt, gstride: int, rows: int, it) -> tuple:
+    """The gated-residual kernel arguments shared by every out_proj / FC2 kernel: residual, gate
+    table, its row stride and row count, gate_index and whether it is int64."""
+    return (ptr(rt), ptr(gt), i64(gstride), i64(rows), ptr(it), i32(1 if it.fmt == "int64" else 0))
+
+
 def fp8_backend(target: str) -> str:
     """The back end the FP8 out_proj and the MLP use on ``target`` (see :data:`BACKEND`)."""
     backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
@@ -93,12 +99,7 @@ def launch_fp8_gemm_mma(code: int, aq, asc, wq, ws, rt, gt, gstride, rows, it, o
             i32(k),
             ptr(asc),
             ptr(ws),
-            ptr(rt),
-            ptr(gt),
-            i64(gstride),
-            i64(rows),
-            ptr(it),
-            i32(1 if it.fmt == "int64" else 0),
+            *gated_args(rt, gt, gstride, rows, it),
             ptr(ot),
         ),
         tensors=[aq, asc, wq, ws, rt, gt, it, ot],
@@ -219,12 +220,7 @@ def minimax_h3_fp8_out_proj(
             i32(ATTN),
             ptr(asc),
             ptr(ws),
-            ptr(rt),
-            ptr(gt),
-            i64(gstride),
-            i64(rows),
-            ptr(it),
-            i32(1 if it.fmt == "int64" else 0),
+            *gated_args(rt, gt, gstride, rows, it),
             *extra,
         ),
         tensors=[at, aq, asc, wq, ws, gt, it, rt, ot],
@@ -374,12 +370,7 @@ def minimax_h3_nvfp4_out_proj(
             ptr(ga),
             ptr(gw_t),
             np.float32(gw_host),
-            ptr(rt),
-            ptr(gt),
-            i64(gstride),
-            i64(rows),
-            ptr(it),
-            i32(1 if it.fmt == "int64" else 0),
+            *gated_args(rt, gt, gstride, rows, it),
             ptr(ot),
         ),
         tensors=[t for t in (aq, asf, wq, wsf, ga, gw_t, rt, gt, it, ot) if t is not None],
@@ -418,12 +409,7 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
             ptr(ga),
             ptr(gw_t),
             np.float32(gw_host),
-            ptr(rt),
-            ptr(gt),
-            i64(gstride),
-            i64(rows),
-            ptr(it),
-            i32(1 if it.fmt == "int64" else 0),
+            *gated_args(rt, gt, gstride, rows, it),
         ),
         tensors=[a_bf, w_bf, ga, rt, gt, it, ot] + ([gw_t] if gw_t is not None else []),
         smem=smem,

@@ -372,7 +372,6 @@ def minimax_h3_fp8_pre_attention(
     the H200 when :data:`BACKEND` is ``"mma"``). No host sync; with every output and workspace
     supplied, no allocation.
     """
-    from ..reference.pre_attention import PreAttentionOutput
 
     eps = checks.check_positive_finite(eps, "eps")
     checks.check_choice(out_mode, "out_mode", OUT_MODES)
@@ -431,19 +430,12 @@ def minimax_h3_fp8_pre_attention(
                 ptr(asc),
                 ptr(ws),
                 *(ptr(t) for t in outs),
-                *(ptr(t) for t in sfs),
-                *(ptr(t) for t, _ in scal),
-                *(f32(h) for _, h in scal),
+                *_mode_args(sfs, scal),
             ),
-            tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs]
-            + [t for t in sfs if t is not None]
-            + [t for t, _ in scal if t is not None],
+            tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs] + _mode_tensors(sfs, scal),
             smem=gemm._MT_SMEM,
         )
-        ex = interop.export
-        return PreAttentionOutput(
-            *(ex(t) for t in outs), *((ex(t) if t is not None else None) for t in sfs)
-        )
+        return _result(outs, sfs)
     cluster = 2 if m > 256 else 1
     name = f"h3::pre_attention_fp8{'_x2' if cluster == 2 else ''}_sm90<{mode}>"
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
@@ -467,19 +459,37 @@ def minimax_h3_fp8_pre_attention(
             i32(cs.shape[0]),
             ptr(asc),
             ptr(ws),
-            *(ptr(t) for t in sfs),
-            *(ptr(t) for t, _ in scal),
-            *(f32(h) for _, h in scal),
+            *_mode_args(sfs, scal),
             f32(eps),
         ),
-        tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs]
-        + [t for t in sfs if t is not None]
-        + [t for t, _ in scal if t is not None],
+        tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs] + _mode_tensors(sfs, scal),
         smem=smem,
     )
+    return _result(outs, sfs)
+
+
+def _mode_args(sfs, scal) -> tuple:
+    """The out-mode kernel arguments of the quantized pre-attention kernels: the three NVFP4
+    scale outputs, the per-kind scalar pointers, then their host values."""
+    return (
+        *(ptr(t) for t in sfs),
+        *(ptr(t) for t, _ in scal),
+        *(f32(h) for _, h in scal),
+    )
+
+
+def _mode_tensors(sfs, scal) -> list:
+    """The device tensors behind :func:`_mode_args` (for the launch's stream choice)."""
+    return [t for t in sfs if t is not None] + [t for t, _ in scal if t is not None]
+
+
+def _result(outs, sfs):
+    """``PreAttentionOutput`` of the exported outputs (the ``*_sf`` None unless nvfp4)."""
+    from ..reference.pre_attention import PreAttentionOutput
+
     ex = interop.export
     return PreAttentionOutput(
-        *(ex(t) for t in outs), *((ex(t) if t is not None else None) for t in sfs)
+        *(ex(t) for t in outs), *(ex(t) if t is not None else None for t in sfs)
     )
 
 
@@ -579,7 +589,6 @@ def minimax_h3_nvfp4_pre_attention(
     allocation.
     """
     from ..core import tma
-    from ..reference.pre_attention import PreAttentionOutput
     from .gemm import _scalar_arg
 
     eps = checks.check_positive_finite(eps, "eps")
@@ -635,7 +644,6 @@ def minimax_h3_nvfp4_pre_attention(
     # Launch 1: prologue with NVFP4 of a under the device global scale (linear scales).
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "nvfp4", None, aq, asf, ga)
     mode = OUT_MODES.index(out_mode)
-    ex = interop.export
     if backend == "wgmma":
         # Launches 2 and 3: a' and w' (exact bf16); 4: the bf16 engine with the epilogue.
         nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
@@ -664,19 +672,14 @@ def minimax_h3_nvfp4_pre_attention(
                 ptr(gw_t),
                 f32(gw_host),
                 f32(alpha_host),
-                *(ptr(t) for t in sfs),
-                *(ptr(t) for t, _ in scal),
-                *(f32(h) for _, h in scal),
+                *_mode_args(sfs, scal),
             ),
             tensors=[a_bf, w_bf, ga, qn, kn, cs, *outs]
-            + [t for t in sfs if t is not None]
-            + [t for t, _ in scal if t is not None]
+            + _mode_tensors(sfs, scal)
             + [t for t in (gw_t, alpha_t) if t is not None],
             smem=smem,
         )
-        return PreAttentionOutput(
-            *(ex(t) for t in outs), *((ex(t) if t is not None else None) for t in sfs)
-        )
+        return _result(outs, sfs)
     # Launch 2: the NVFP4 GEMM with the pre-attention epilogue and the output mode.
     kh = D // 2
     kernel = jit.get_kernel(PRE_ATTENTION_NVFP4, f"h3::pre_attention_nvfp4_smxx<{mode}>", target)
@@ -704,16 +707,11 @@ def minimax_h3_nvfp4_pre_attention(
             f32(gw_host),
             f32(alpha_host),
             *(ptr(t) for t in outs),
-            *(ptr(t) for t in sfs),
-            *(ptr(t) for t, _ in scal),
-            *(f32(h) for _, h in scal),
+            *_mode_args(sfs, scal),
         ),
         tensors=[xt, aq, asf, wq, wsf, ga, qn, kn, cs, *outs]
-        + [t for t in sfs if t is not None]
-        + [t for t, _ in scal if t is not None]
+        + _mode_tensors(sfs, scal)
         + [t for t in (gw_t, alpha_t) if t is not None],
         smem=_NV_PA_SMEM,
     )
-    return PreAttentionOutput(
-        *(ex(t) for t in outs), *((ex(t) if t is not None else None) for t in sfs)
-    )
+    return _result(outs, sfs)

@@ -1,0 +1,34 @@
+"""CPU: the launch path's argument check (h3cupy.core.launch.check_params) refuses packed
+arguments whose count or byte sizes differ from the kernel's parameter list."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from h3cupy.core import launch
+
+
+class _FakeKernel:
+    name = "h3::fake_kernel"
+
+
+def test_check_params_refuses_a_mismatch(monkeypatch):
+    k = _FakeKernel()
+    # a 128-byte tensor map, a pointer, an int, a float
+    monkeypatch.setattr(launch, "kernel_param_sizes", lambda kernel: (128, 8, 4, 4))
+    desc = np.zeros((), [("b", np.uint8, (128,))])
+    good = [launch._param(v) for v in (desc, launch.ptr(None), launch.i32(3), launch.f32(1.0))]
+    launch.check_params(k, good)  # no error
+    for bad_args in (
+        (desc, launch.ptr(None), launch.i32(3)),  # one argument short
+        (desc, launch.ptr(None), launch.i64(3), launch.f32(1.0)),  # int64 where int32 is declared
+        (launch.ptr(None), desc, launch.i32(3), launch.f32(1.0)),  # order swapped
+    ):
+        with pytest.raises(RuntimeError, match=r"h3::fake_kernel takes 4 parameters"):
+            launch.check_params(k, [launch._param(v) for v in bad_args])
+
+
+def test_check_params_without_driver_answer(monkeypatch):
+    monkeypatch.setattr(launch, "kernel_param_sizes", lambda kernel: None)
+    launch.check_params(_FakeKernel(), [launch._param(launch.i32(1))])  # nothing to compare
