@@ -8,7 +8,11 @@ replays, interleaved, median):
 * ``fp8_out_proj`` vs per-token FP8 + ``_scaled_mm`` + gated residual (eager, compile) and the bare
   ``_scaled_mm``;
 * ``mlp_fp8`` vs prologue + FP8 + FC1 ``_scaled_mm`` + SwiGLU + FP8 + FC2 ``_scaled_mm`` + gated
-  residual (eager, compile) and the two bare ``_scaled_mm``.
+  residual (eager, compile) and the two bare ``_scaled_mm``;
+* ``nvfp4_pre_attention`` / ``nvfp4_out_proj`` (W4A4; ``--ops`` names them) vs the chain the
+  issues name for Hopper: the activation quantized and dequantized (NVFP4, per 16 values) in
+  torch, the weight dequantized once to bf16 outside the timing, cuBLAS bf16, the elementwise
+  rest; and the bare bf16 GEMM.
 
     PYTHONPATH=. python3 benchmarks/ops_fp8.py --json out.json [--m 4824 38592] [--ops ...]
 """
@@ -61,11 +65,17 @@ def gated(o, gate, idx, residual):
 
 
 def chain_pre(x, w, scale, shift, idx, wq, ws, qn, kn, cs):
+    aq, sa = fp8_rows(prologue(x, w, scale, shift, idx))
+    return _norm_rope_qkv(scaled_mm(aq, sa, wq, ws), qn, kn, cs)
+
+
+def _norm_rope_qkv(y, qn, kn, cs):
+    """The chains' per-head Q/K RMSNorm + partial NeoX RoPE (identity positions) of the QKV
+    projection y [M, 21504] (engine order [kind, head, dim]); returns q, k, v."""
     import torch
 
-    m = x.shape[0]
-    aq, sa = fp8_rows(prologue(x, w, scale, shift, idx))
-    y = scaled_mm(aq, sa, wq, ws).view(m, 3, 56, 128)
+    m = y.shape[0]
+    y = y.view(m, 3, 56, 128)
     c, s = cs[:m, None, :48].float(), cs[:m, None, 48:96].float()
 
     def norm_rope(t, g):
@@ -93,6 +103,33 @@ def chain_mlp(x, w, scale, shift, idx, gate, residual, w1q, w1s, w2q, w2s):
     y = ((g / (1 + torch.exp(-g))).bfloat16().float() * u).bfloat16()
     yq, sy = fp8_rows(y)
     return gated(scaled_mm(yq, sy, w2q, w2s), gate, idx, residual)
+
+
+def nvfp4_qdq(t, g):
+    """NVFP4 quantize-dequantize of ``t`` [M, K] in torch (SPEC §1: per 16 values sf =
+    ue4m3(amax / 6 * g), codes = e2m1(v * g / sf) with RNE, back as codes * sf / g), bf16 out."""
+    import torch
+
+    m, k = t.shape
+    v = t.float().view(m, k // 16, 16)
+    sf = (v.abs().amax(-1, keepdim=True) / 6 * g).to(torch.float8_e4m3fn).float()
+    x = torch.where(sf > 0, v * (g / sf), torch.zeros_like(v))
+    a = x.abs().clamp(max=6)
+    q = torch.where(
+        a < 2, torch.round(a * 2) / 2, torch.where(a < 4, torch.round(a), torch.round(a / 2) * 2)
+    )
+    return (torch.sign(x) * q * sf / g).view(m, k).bfloat16()
+
+
+def chain_pre_nvfp4(x, w, scale, shift, idx, wt, qn, kn, cs, g):
+    """The W4A4 pre-attention chain on Hopper: prologue, NVFP4 quantize-dequantize of a, bf16
+    cuBLAS with the once-dequantized weight, Q/K RMSNorm + RoPE."""
+    a = nvfp4_qdq(prologue(x, w, scale, shift, idx), g)
+    return _norm_rope_qkv(a @ wt.t(), qn, kn, cs)
+
+
+def chain_out_proj_nvfp4(attn, wt, gate, idx, residual, g):
+    return gated(nvfp4_qdq(attn, g) @ wt.t(), gate, idx, residual)
 
 
 def run(op: str, m: int, compile_: bool, reps: int) -> dict:
@@ -169,6 +206,60 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
         a_in, s_in = fp8_rows(attn)
         fns["gemm"] = lambda i: scaled_mm(a_in, s_in, wq, ws)
         flops = 2.0 * m * D * ATTN
+    elif op in ("nvfp4_pre_attention", "nvfp4_out_proj"):
+        pre = op == "nvfp4_pre_attention"
+        n, k = (QKV, D) if pre else (D, ATTN)
+        wt = (torch.randn(n, k, device="cuda") * 0.01).bfloat16()
+        quant = (
+            h3cupy.quantize_minimax_h3_qkv_weight_nvfp4
+            if pre
+            else h3cupy.quantize_minimax_h3_o_weight_nvfp4
+        )
+        wq_nv, wsf, gw = quant(wt)
+        a_src = prologue(x, w, scale, shift, idx) if pre else torch.randn(m, ATTN, device="cuda")
+        amax = float(a_src.float().abs().max())
+        g = 448 * 6 / max(amax, 1e-12)
+        ga = h3cupy.nvfp4_global_scale_from_amax(amax)
+        ws = {
+            "act_q": torch.empty(m, k // 2, dtype=torch.uint8, device="cuda"),
+            "act_sf": torch.empty(m, k // 16, dtype=torch.uint8, device="cuda"),
+            "workspace_a": torch.empty(m, k, dtype=torch.bfloat16, device="cuda"),
+            "workspace_w": torch.empty(n, k, dtype=torch.bfloat16, device="cuda"),
+        }
+        if pre:
+            qn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
+            kn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
+            cs = dev(inputs.rope_cache(m))
+            outs = [torch.empty(m, 56, 128, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+            fns["h3"] = lambda i: h3cupy.minimax_h3_nvfp4_pre_attention(
+                x,
+                w,
+                scale,
+                shift,
+                idx,
+                wq_nv,
+                wsf,
+                gw,
+                ga,
+                qn,
+                kn,
+                cs,
+                q=outs[0],
+                k=outs[1],
+                v=outs[2],
+                **ws,
+            )
+            args, chain = (x, w, scale, shift, idx, wt, qn, kn, cs, g), chain_pre_nvfp4
+        else:
+            attn = a_src.bfloat16()
+            out = torch.empty(m, D, dtype=torch.bfloat16, device="cuda")
+            fns["h3"] = lambda i: h3cupy.minimax_h3_nvfp4_out_proj(
+                attn, wq_nv, wsf, gw, ga, gate, idx, residual, out=out, **ws
+            )
+            args, chain = (attn, wt, gate, idx, residual, g), chain_out_proj_nvfp4
+        a_in = torch.randn(m, k, device="cuda").bfloat16()
+        fns["gemm"] = lambda i: a_in @ wt.t()
+        flops = 2.0 * m * n * k
     else:
         w1q, w1s = wfp8(2 * FFN, D)  # natural order for the chain
         w2q, w2s = wfp8(D, FFN)
@@ -214,7 +305,12 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, nargs="+", default=[4824, 9648, 19296, 38592])
-    ap.add_argument("--ops", nargs="+", default=["pre_attention", "out_proj", "mlp"])
+    ap.add_argument(
+        "--ops",
+        nargs="+",
+        default=["pre_attention", "out_proj", "mlp"],
+        choices=["pre_attention", "out_proj", "mlp", "nvfp4_pre_attention", "nvfp4_out_proj"],
+    )
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--json", default=None)

@@ -65,8 +65,10 @@ case "$MODE" in
       --backend wgmma wgmma128x2pp mma_tma --json "$OUT/bench_gemm.json"
     run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
     ;;
-  bench-ops)  # the W8A8 operators against their chains (one call)
-    run 500 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
+  bench-ops)  # the W8A8 and W4A4 operators against their chains (one call)
+    run 330 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
+    run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
+      nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
   *) echo "mode: expected tests, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
