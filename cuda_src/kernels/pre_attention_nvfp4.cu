@@ -34,7 +34,8 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_nvfp4_smxx(
 // The Hopper path (sm_90a): the same op as a bf16 GEMM on the sm_90a engine over the dequantized
 // operands a' = e2m1 * sf_a and w' = e2m1 * sf_w (exact in bf16, quantize.cu's
 // nvfp4_dequant_bf16_smxx), so the fp32 sums hold the block-scaled products, then y = bf16(acc *
-// alpha) (WgYAlpha) and h3/pre_attention_wg.cuh's epilogue; 128 x 128 head tiles.
+// alpha) (WgYAlpha) and h3/pre_attention_wg.cuh's epilogue; 128 x 256 tiles (two heads per
+// warpgroup, as the BF16 op) in clusters of two, 128 x 128 for small M.
 // NOTE: compile- and SASS-checked; its GPU test has not run yet (2026-12-01).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define H3_CLUSTER_X2 __cluster_dims__(2, 1, 1)
@@ -63,7 +64,8 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_nvfp4_smxx(
 template <int kOut>
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_nvfp4_wg_x2_sm90(H3_PANV_PARAMS) {
   H3_PANV_EPI;
-  gemm_sm90_body<0, 128, 0, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+  const EpiTwoHeads<EpiPreAttnQkv<kOut, WgYAlpha>> epi2{epi};
+  gemm_sm90_body<0, 256, 0, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi2);
 }
 
 template <int kOut>

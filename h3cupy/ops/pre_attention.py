@@ -649,16 +649,17 @@ def minimax_h3_nvfp4_pre_attention(
         nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
         nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
         cluster = 2 if m > 256 else 1
+        tile_n = 256 if cluster == 2 else 128
         name = f"h3::pre_attention_nvfp4_wg{'_x2' if cluster == 2 else ''}_sm90<{mode}>"
         kernel = jit.get_kernel(PRE_ATTENTION_NVFP4, name, target)
-        smem = gemm.wgmma_smem_bytes(128)
+        smem = gemm.wgmma_smem_bytes(tile_n)
         launch(
             kernel,
-            gemm.engine_grid(kernel, m, QKV_ROWS, 128, cluster, smem, dev),
+            gemm.engine_grid(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev),
             384,
             (
                 gemm._tensor_map(a_bf.ptr, "bfloat16", D, m, D * 2, 128),
-                gemm._tensor_map(w_bf.ptr, "bfloat16", D, QKV_ROWS, D * 2, 128 // cluster),
+                gemm._tensor_map(w_bf.ptr, "bfloat16", D, QKV_ROWS, D * 2, tile_n // cluster),
                 *_qkv_out_maps(outs, out_mode, m),
                 i32(m),
                 i32(D * 2),

@@ -8,7 +8,8 @@
 //                   codes uint8 [M, 56, 64], linear ue4m3 scales uint8 [M, 56, 8]
 // Outputs go through the warpgroup's 16 KiB staging buffer and TMA stores (2-D tensor maps of
 // each output viewed as [M, columns], which clip rows past M); the NVFP4 scales are single-byte
-// global stores. One head (128 columns) per warpgroup fragment: 128 x 128 tiles.
+// global stores. One head (128 columns) per warpgroup fragment (128 x 128 tiles), or two
+// through EpiTwoHeads (128 x 256 tiles).
 #pragma once
 #include "h3/gemm_sm90.cuh"
 #include "h3/pre_attention.cuh"
@@ -143,6 +144,20 @@ struct EpiPreAttnQkv {
       store_fragment_nvfp4(d, pick3(scalar, kind).get(), staging, wg, row0, M, sf0, kPaHeads * 8,
                            [&](const u8* src) { tma_store_2d(dk, src, head * 64, row0); });
     }
+  }
+};
+
+// 128 x 256 tiles: a warpgroup fragment holds two heads (8-column groups 0-15 and 16-31, i.e.
+// d[0..63] and d[64..127]); the one-head epilogue runs on each in turn.
+template <class EpiOneHead>
+struct EpiTwoHeads {
+  EpiOneHead one;
+
+  template <int kAcc>
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
+    static_assert(kAcc == 128, "two heads (256 columns) per warpgroup fragment");
+    one(*reinterpret_cast<float(*)[64]>(&d[0]), row0, col0, staging, wg);
+    one(*reinterpret_cast<float(*)[64]>(&d[64]), row0, col0 + kPaHeadDim, staging, wg);
   }
 };
 
