@@ -693,7 +693,7 @@ def _expected_flags(m: int) -> np.ndarray:
     from .ops import out_proj
 
     n = -(-m // 128)
-    if not out_proj.FUSED_QUANT or out_proj.fp8_backend(arch.current_target()) != "wgmma":
+    if not out_proj.FUSED_QUANT or out_proj.gemm_backend(arch.current_target()) != "wgmma":
         return np.zeros(n, np.int32)
     return np.minimum(128, m - 128 * np.arange(n)).astype(np.int32)
 

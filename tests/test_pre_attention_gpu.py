@@ -261,7 +261,7 @@ def test_nvfp4_dequantize_bf16(swizzled, rng):
 
     from h3cupy import formats
     from h3cupy.core import interop
-    from h3cupy.ops.pre_attention import nvfp4_dequantize_bf16
+    from h3cupy.ops.gemm import nvfp4_dequantize_bf16
     from h3cupy.testing import download, poison
 
     _need_sm90()

@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from ..core import arch, checks, interop, jit
-from ..core.launch import f32, i32, launch, max_active_clusters, ptr
+from ..core.launch import f32, i32, i64, launch, max_active_clusters, ptr
 
 #: kind -> (template code, minimum sm, needs an 'a' feature target of sm_120)
 PROBE_KINDS = {
@@ -336,6 +336,42 @@ def gemm_mma_tma(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out
         smem=_MT_SMEM,
     )
     return interop.export(ot)
+
+
+def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool) -> None:
+    """``out[r, k] = e2m1(codes[r, k]) * ue4m3(sf[r, k // 16])`` (no global scale; exact in bf16)
+    for uint8 codes ``[R, K/2]``, scales linear ``[R, K/16]`` or 128x4-swizzled, bf16 ``out``
+    ``[R, K]`` (checked by the caller); a launch on the current stream."""
+    from ..weights import _kernel as quant_kernel
+
+    r, k = out.shape
+    n_blocks = r * (k // 16)
+    launch(
+        quant_kernel("nvfp4_dequant_bf16_smxx", out.device),
+        max(1, min(-(-n_blocks // 256), 16 * arch.sm_count(out.device))),
+        256,
+        (ptr(codes), ptr(sf), i64(r), i32(k), i32(1 if swizzled else 0), ptr(out)),
+        tensors=[codes, sf, out],
+    )
+
+
+def nvfp4_bf16_operands(aq, asf, wq, wsf, a_bf, w_bf):
+    """The Hopper NVFP4 path's operands (the pre-attention and out_proj ops): ``a' = e2m1 * sf``
+    of the activation (linear scales) into ``a_bf`` [M, K] and of the weight (128x4-swizzled
+    scales) into ``w_bf`` [N, K], both exact in bf16, then the bf16 engine's tile choice.
+
+    Returns:
+        ``(desc_a, desc_b, tile_n, cluster)``: the A / B tensor maps and the engine variant (128 x
+        256 tiles in clusters of two above M = 256, else 128 x 128 alone).
+    """
+    (m, k), n = a_bf.shape, w_bf.shape[0]
+    nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
+    nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
+    cluster = 2 if m > 256 else 1
+    tile_n = 256 if cluster == 2 else 128
+    desc_a = _tensor_map(a_bf.ptr, "bfloat16", k, m, k * 2, 128)
+    desc_b = _tensor_map(w_bf.ptr, "bfloat16", k, n, k * 2, tile_n // cluster)
+    return desc_a, desc_b, tile_n, cluster
 
 
 GEMM_NVFP4 = jit.ModuleSpec("kernels/gemm_nvfp4.cu", ("h3::gemm_nvfp4_smxx",))

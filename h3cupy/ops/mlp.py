@@ -143,7 +143,7 @@ def minimax_h3_mlp_fp8_sm120(
             f"minimax_h3_mlp_fp8_sm120 runs on sm_90a (H100 / H200) and sm_120a (RTX 5090 / RTX "
             f"PRO 6000) in this version; this GPU is {target}"
         )
-    backend = out_proj.fp8_backend(target)
+    backend = out_proj.gemm_backend(target)
 
     if ft is not None:
         from ..core.launch import stream

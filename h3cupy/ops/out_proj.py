@@ -72,8 +72,8 @@ def gated_args(rt, gt, gstride: int, rows: int, it) -> tuple:
     return (ptr(rt), ptr(gt), i64(gstride), i64(rows), ptr(it), i32(1 if it.fmt == "int64" else 0))
 
 
-def fp8_backend(target: str) -> str:
-    """The back end the FP8 out_proj and the MLP use on ``target`` (see :data:`BACKEND`)."""
+def gemm_backend(target: str) -> str:
+    """The back end the out_proj ops and the MLP use on ``target`` (see :data:`BACKEND`)."""
     backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
     if backend == "wgmma" and target != "sm_90a":
         raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
@@ -172,7 +172,7 @@ def minimax_h3_fp8_out_proj(
             f"minimax_h3_fp8_out_proj runs on sm_90a (H100 / H200) and sm_120a (RTX 5090 / RTX "
             f"PRO 6000) in this version; this GPU is {target}"
         )
-    backend = fp8_backend(target)
+    backend = gemm_backend(target)
 
     fused = FUSED_QUANT and backend == "wgmma"
     extra: tuple = ()
@@ -319,6 +319,10 @@ def minimax_h3_nvfp4_out_proj(
             f"minimax_h3_nvfp4_out_proj runs on sm_120a and sm_90a in this version; this GPU is "
             f"{target}"
         )
+    backend = gemm_backend(target)
+    if backend == "wgmma":
+        a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, ATTN), at)
+        w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (D, ATTN), at)
     # Launch 1: NVFP4 of attn_out under the device global scale (linear scales).
     n_blocks = m * (ATTN // 16)
     launch(
@@ -328,27 +332,8 @@ def minimax_h3_nvfp4_out_proj(
         (ptr(at), i64(m), i32(ATTN), ptr(ga), ptr(aq), ptr(asf), i32(0)),
         tensors=[at, ga, aq, asf],
     )
-    backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
     if backend == "wgmma":
-        if target != "sm_90a":
-            raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
-        _nvfp4_wg(
-            aq,
-            asf,
-            wq,
-            wsf,
-            ga,
-            gw_t,
-            gw_host,
-            rt,
-            gt,
-            gstride,
-            rows,
-            it,
-            ot,
-            workspace_a,
-            workspace_w,
-        )
+        _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot, a_bf, w_bf)
         return interop.export(ot)
     # Launch 2: the NVFP4 GEMM with the gated-residual epilogue.
     kh = ATTN // 2
@@ -379,29 +364,21 @@ def minimax_h3_nvfp4_out_proj(
     return interop.export(ot)
 
 
-def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot, ws_a, ws_w):
+def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot, a_bf, w_bf):
     """The Hopper path's launches 2-4: a' and w' (exact bf16), then the bf16 engine with
     ``o = bf16(acc * alpha)`` and the gated residual."""
-    from .pre_attention import nvfp4_dequantize_bf16
-
     dev, m = aq.device, aq.shape[0]
-    target = arch.device_target(dev)
-    a_bf = checks.output_or_empty(ws_a, "workspace_a", "bf16", (m, ATTN), aq)
-    w_bf = checks.output_or_empty(ws_w, "workspace_w", "bf16", (D, ATTN), aq)
-    nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
-    nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
-    cluster = 2 if m > 256 else 1
-    tile_n = 256 if cluster == 2 else 128
+    desc_a, desc_b, tile_n, cluster = gemm.nvfp4_bf16_operands(aq, asf, wq, wsf, a_bf, w_bf)
     name = f"h3::out_proj_nvfp4_wg{'_x2' if cluster == 2 else ''}_sm90"
-    kernel = jit.get_kernel(OUT_PROJ, name, target)
+    kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
     smem = gemm.wgmma_smem_bytes(tile_n)
     launch(
         kernel,
         gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev),
         384,
         (
-            gemm._tensor_map(a_bf.ptr, "bfloat16", ATTN, m, ATTN * 2, 128),
-            gemm._tensor_map(w_bf.ptr, "bfloat16", ATTN, D, ATTN * 2, tile_n // cluster),
+            desc_a,
+            desc_b,
             gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64),
             i32(m),
             i32(D),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 
 from ..core import arch, checks, interop, jit
-from ..core.launch import f32, i32, i64, launch, ptr
+from ..core.launch import f32, i32, launch, ptr
 from . import gemm
 from .prologue import D, check_prologue_inputs, launch_prologue
 
@@ -502,23 +502,6 @@ def _qkv_out_maps(outs, out_mode: str, m: int) -> list:
     return [_out_map(t.ptr, m, HEADS * HEAD_DIM, "bfloat16", 64, 128) for t in outs]
 
 
-def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool) -> None:
-    """``out[r, k] = e2m1(codes[r, k]) * ue4m3(sf[r, k // 16])`` (no global scale; exact in bf16)
-    for uint8 codes ``[R, K/2]``, scales linear ``[R, K/16]`` or 128x4-swizzled, bf16 ``out``
-    ``[R, K]`` (checked by the caller); a launch on the current stream."""
-    from ..weights import _kernel as quant_kernel
-
-    r, k = out.shape
-    n_blocks = r * (k // 16)
-    launch(
-        quant_kernel("nvfp4_dequant_bf16_smxx", out.device),
-        max(1, min(-(-n_blocks // 256), 16 * arch.sm_count(out.device))),
-        256,
-        (ptr(codes), ptr(sf), i64(r), i32(k), i32(1 if swizzled else 0), ptr(out)),
-        tensors=[codes, sf, out],
-    )
-
-
 @functools.lru_cache(maxsize=256)
 def _out_map(out_ptr: int, m: int, cols: int, dtype: str, box_cols: int, swizzle: int):
     """2-D tensor map of an output viewed as ``[M, cols]`` with boxes of ``box_cols`` x 64 rows."""
@@ -646,10 +629,7 @@ def minimax_h3_nvfp4_pre_attention(
     mode = OUT_MODES.index(out_mode)
     if backend == "wgmma":
         # Launches 2 and 3: a' and w' (exact bf16); 4: the bf16 engine with the epilogue.
-        nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
-        nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
-        cluster = 2 if m > 256 else 1
-        tile_n = 256 if cluster == 2 else 128
+        desc_a, desc_b, tile_n, cluster = gemm.nvfp4_bf16_operands(aq, asf, wq, wsf, a_bf, w_bf)
         name = f"h3::pre_attention_nvfp4_wg{'_x2' if cluster == 2 else ''}_sm90<{mode}>"
         kernel = jit.get_kernel(PRE_ATTENTION_NVFP4, name, target)
         smem = gemm.wgmma_smem_bytes(tile_n)
@@ -658,8 +638,8 @@ def minimax_h3_nvfp4_pre_attention(
             gemm.engine_grid(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev),
             384,
             (
-                gemm._tensor_map(a_bf.ptr, "bfloat16", D, m, D * 2, 128),
-                gemm._tensor_map(w_bf.ptr, "bfloat16", D, QKV_ROWS, D * 2, tile_n // cluster),
+                desc_a,
+                desc_b,
                 *_qkv_out_maps(outs, out_mode, m),
                 i32(m),
                 i32(D * 2),
