@@ -41,8 +41,8 @@ case "$MODE" in
     run 250 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "mma_backend or graph or nvfp4"
     ;;
   new-mlp)  # part 2: the MLP on the mma.sync back end and its graph checks, the block example
-    run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "mma_backend or graph"
-    run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_examples.py -k h3_block
+    run 330 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "mma_backend or graph or largest"
+    run 180 "$OUT/tests.log" "${PYTEST[@]}" tests/test_examples.py -k h3_block
     ;;
   new-ops)  # the quantized operators (one 10-minute call, little margin: out_proj + mlp take
             # ~4 minutes with their host references)
