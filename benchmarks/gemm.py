@@ -44,10 +44,12 @@ def main() -> None:
         "mma_tma": gemm.gemm_mma_tma,
     }
 
-    #     # wgmma<tile N>[p][x2][pp]: p = FP8 promotion, x2 = clusters of two CTAs, pp = ping-pong.
+    # wgmma<tile N>[p|p3][x2][pp]: p = FP8 promotion per k-tile, p3 = per two k-tiles (mode 3),
+    # x2 = clusters of two CTAs, pp = ping-pong.
     def vname(tile_n, promote, cluster, pingpong):
         x2 = "x2" if cluster == 2 else ""
-        return f"wgmma{tile_n}{'p' * promote}{x2}{'pp' if pingpong else ''}"
+        p = "" if not promote else "p" + (str(promote) if promote > 1 else "")
+        return f"wgmma{tile_n}{p}{x2}{'pp' if pingpong else ''}"
 
     for _fmt, tile_n, promote, cluster, pingpong in gemm.WGMMA_VARIANTS:
         backends.setdefault(

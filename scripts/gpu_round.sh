@@ -39,6 +39,7 @@ case "$MODE" in
     run 280 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
       -k "fp8_pre_attention_mma_backend or graph or nvfp4"
     run 250 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "mma_backend or graph or nvfp4"
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "p3"
     ;;
   new-mlp)  # part 2: the MLP on the mma.sync back end and its graph checks, the block example
     run 330 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "mma_backend or graph or largest"
@@ -62,7 +63,7 @@ case "$MODE" in
   bench)  # the prologue, the GEMM engine and the BF16 pre-attention (one call)
     run 100 "$OUT/bench.log" python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json"
     run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --m 129 4824 38592 \
-      --backend wgmma wgmma128x2pp mma_tma --json "$OUT/bench_gemm.json"
+      --backend wgmma wgmma128x2pp wgmma192p3x2 mma_tma --json "$OUT/bench_gemm.json"
     run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
     ;;
   bench-ops)  # the W8A8 and W4A4 operators against their chains (one call)

@@ -154,7 +154,8 @@ def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, ou
 #: fmt -> (template code, operand format)
 WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: the instantiated (fmt, tile N, FP8 promotion, cluster size) variants of the sm_90a engine.
-#: Promotion 0: none; 1: one fresh fragment per k-tile (the warpgroup waits before adding).
+#: Promotion 0: none; 1: one fresh fragment per k-tile (the warpgroup waits before adding); 3: one
+#: fresh fragment per two k-tiles (half the waits; opt-in until measured, NOTES.md).
 #: (Mode 2, two fresh fragments used alternately, exists in the engine but measured 0.6x of
 #: mode 1 on the H200: benchmarks/NOTES.md.)
 #: Cluster 2 multicasts the B tile between two vertically adjacent tiles (large M); cluster 1 is
@@ -170,6 +171,7 @@ WGMMA_VARIANTS = (
     ("e4m3", 192, 1, 2, False),
     ("e4m3", 128, 1, 1, False),
     ("e4m3", 256, 0, 2, False),
+    ("e4m3", 192, 3, 2, False),
 )
 
 
@@ -195,7 +197,7 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
 
     Defaults: FP8 always promotes (Hopper's FP8 wgmma keeps ~14 accumulator bits); M > 256 runs
     clusters of two (bf16 n256, FP8 n192), smaller M a single-CTA n128 variant. ``promote`` may
-    be a bool (True: promote) or 0 / 1.
+    be a bool (True: promote) or a mode 0 / 1 / 3 (see :data:`WGMMA_VARIANTS`).
     """
     if cluster is None:
         cluster = 2 if m > 256 or (tile_n is not None and tile_n != 128) else 1

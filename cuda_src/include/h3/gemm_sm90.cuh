@@ -23,7 +23,8 @@
 //   bits (DeepSeek-V3 report, 3.3.2). kPromote = 1: one fresh fragment, the warpgroup waits for
 //   its k-tile before adding (two fragments, kBN <= 192). kPromote = 2: two fresh fragments used
 //   alternately, so k-tile kt + 1 is in the tensor cores while k-tile kt is added (three
-//   fragments, kBN <= 128).
+//   fragments, kBN <= 128). kPromote = 3: as 1, but a fresh fragment holds two k-tiles (256-deep
+//   FP8 sums in the tensor core, half the waits and adds of mode 1; two fragments, kBN <= 192).
 //
 // The epilogue functor receives each consumer warpgroup's fragment once per tile:
 //   epi(d, row0, col0, staging, wg): d[kBN / 2] is the 64 x kBN block at rows row0.., columns
@@ -44,7 +45,8 @@ namespace h3 {
 template <int kFmt, int kBN, int kPromote, int kCluster>
 struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 256, "tile N must be 128, 192 or 256");
-  static_assert(kPromote == 0 || (kPromote == 1 && kBN <= 192) || (kPromote == 2 && kBN <= 128),
+  static_assert(kPromote == 0 || ((kPromote == 1 || kPromote == 3) && kBN <= 192) ||
+                    (kPromote == 2 && kBN <= 128),
                 "FP8 promotion: two fragments need tile N <= 192, three tile N <= 128");
   static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
   static constexpr int kBM = 128;
@@ -269,6 +271,18 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             issue(part, kt, true);
             wgmma_wait<0>();
             release(stage_of(kt));
+#pragma unroll
+            for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
+          }
+        } else if constexpr (kPromote == 3) {
+          float part[Cfg::kAcc];
+          for (int kt = 0; kt < k_tiles; kt += 2) {
+            const bool pair = kt + 1 < k_tiles;
+            issue(part, kt, true);
+            if (pair) issue(part, kt + 1, false);
+            wgmma_wait<0>();
+            release(stage_of(kt));
+            if (pair) release(stage_of(kt + 1));
 #pragma unroll
             for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
           }
