@@ -132,11 +132,27 @@ def chain_out_proj_nvfp4(attn, wt, gate, idx, residual, g):
     return gated(nvfp4_qdq(attn, g) @ wt.t(), gate, idx, residual)
 
 
+def fused_quant(fn):
+    """``fn`` with ``out_proj.FUSED_QUANT`` set while it runs (the single-launch forms)."""
+    from h3cupy.ops import out_proj
+
+    def call(i):
+        old = out_proj.FUSED_QUANT
+        out_proj.FUSED_QUANT = True
+        try:
+            return fn(i)
+        finally:
+            out_proj.FUSED_QUANT = old
+
+    return call
+
+
 def run(op: str, m: int, compile_: bool, reps: int) -> dict:
     import torch
 
     import h3cupy
     from h3cupy import formats
+    from h3cupy.ops import gemm
     from h3cupy.reference import inputs
     from h3cupy.testing import bench_graphs
 
@@ -201,10 +217,31 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
         fns["h3"] = lambda i: h3cupy.minimax_h3_fp8_out_proj(
             attn, wq, ws1, gate, idx, residual, out=out, act_q=aq_ws, act_scale=as_ws
         )
+        flags = torch.empty(-(-m // 128), dtype=torch.int32, device="cuda")
+        fns["h3_fused"] = fused_quant(
+            lambda i: h3cupy.minimax_h3_fp8_out_proj(
+                attn,
+                wq,
+                ws1,
+                gate,
+                idx,
+                residual,
+                out=out,
+                act_q=aq_ws,
+                act_scale=as_ws,
+                workspace_flags=flags,
+            )
+        )
         args = (attn, wq, ws, gate, idx, residual)
         chain = chain_out_proj
         a_in, s_in = fp8_rows(attn)
         fns["gemm"] = lambda i: scaled_mm(a_in, s_in, wq, ws)
+        # the engine's plain FP8 GEMM at the same shape (issue #6: the fused form within 5% of it)
+        eng_out = torch.empty(m, D, dtype=torch.bfloat16, device="cuda")
+        s_row = s_in.reshape(-1).contiguous()
+        fns["engine"] = lambda i: gemm.gemm_wgmma(
+            a_in, wq, fmt="e4m3", row_scale=s_row, col_scale=ws1, out=eng_out
+        )
         flops = 2.0 * m * D * ATTN
     elif op in ("nvfp4_pre_attention", "nvfp4_out_proj"):
         pre = op == "nvfp4_pre_attention"
@@ -277,6 +314,25 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
         fns["h3"] = lambda i: h3cupy.minimax_h3_mlp_fp8_sm120(
             x, w, scale, shift, idx, gate, residual, w1q_p, w1s_p, w2q, w2s1, out=out, **wsp
         )
+        flags = torch.empty(-(-m // 128), dtype=torch.int32, device="cuda")
+        fns["h3_fused"] = fused_quant(
+            lambda i: h3cupy.minimax_h3_mlp_fp8_sm120(
+                x,
+                w,
+                scale,
+                shift,
+                idx,
+                gate,
+                residual,
+                w1q_p,
+                w1s_p,
+                w2q,
+                w2s1,
+                out=out,
+                workspace_flags=flags,
+                **wsp,
+            )
+        )
         args = (x, w, scale, shift, idx, gate, residual, w1q, w1s, w2q, w2s)
         chain = chain_mlp
         a_in, s_in = fp8_rows(torch.randn(m, D, device="cuda").bfloat16())
@@ -296,7 +352,7 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
     t = bench_graphs(fns, reps=reps)
     row = {"op": op, "M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
     row["tflops"] = flops / (row["h3_ms"] * 1e-3) / 1e12
-    for k in ("eager", "compiled", "gemm"):
+    for k in ("eager", "compiled", "gemm", "h3_fused", "engine"):
         if f"{k}_ms" in row:
             row[f"speedup_vs_{k}"] = row[f"{k}_ms"] / row["h3_ms"]
     return row
@@ -337,6 +393,13 @@ def main() -> None:
                 f"{row.get('compiled_ms', nan):>10.3f}{row['gemm_ms']:>9.3f}"
                 f"{row.get('speedup_vs_compiled', nan):>11.2f}{row['speedup_vs_gemm']:>9.2f}"
             )
+            if "h3_fused_ms" in row:
+                extra = f"   single-launch form {row['h3_fused_ms']:.3f} ms"
+                if "engine_ms" in row:
+                    extra += (
+                        f" ({row['h3_fused_ms'] / row['engine_ms']:.3f}x the plain engine GEMM)"
+                    )
+                print(extra)
             torch.cuda.empty_cache()
             # NOTE: rewritten after every row: a run cut short by a timeout keeps what it measured
             if args.json:

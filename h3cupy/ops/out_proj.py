@@ -118,6 +118,7 @@ def minimax_h3_fp8_out_proj(
     out=None,
     act_q=None,
     act_scale=None,
+    workspace_flags=None,
 ):
     """The W8A8 attention output projection with the fused gated residual (SPEC.md §5).
 
@@ -133,6 +134,10 @@ def minimax_h3_fp8_out_proj(
         out: optional bf16 ``[M, 5376]``; may be ``residual`` itself.
         act_q, act_scale: optional workspaces, e4m3 ``[M, 7168]`` and fp32 ``[M]`` (filled with
             the per-token FP8 of ``attn_out``).
+        workspace_flags: optional int32 ``[ceil(M / 128)]``, the single-launch form's per-tile
+            ready counters (zeroed by the op). Without it that form keeps counters per device and
+            stream, made on the first call on a stream: pass it to capture a CUDA graph on a
+            stream the op has not run on.
 
     Returns:
         ``out``.
@@ -166,6 +171,11 @@ def minimax_h3_fp8_out_proj(
 
     aq = checks.output_or_empty(act_q, "act_q", "e4m3", (m, ATTN), at)
     asc = checks.output_or_empty(act_scale, "act_scale", "float32", (m,), at)
+    ft = None
+    if workspace_flags is not None:
+        ft = checks.output_or_empty(
+            workspace_flags, "workspace_flags", "int32", (-(-m // 128),), at
+        )
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(
@@ -181,7 +191,7 @@ def minimax_h3_fp8_out_proj(
         from ..core.interop import current_stream_ptr
 
         n_tiles = -(-m // 128)
-        cnt = _counters(dev, current_stream_ptr([at]), n_tiles)
+        cnt = ft.raw if ft is not None else _counters(dev, current_stream_ptr([at]), n_tiles)
         with stream([at]):
             cnt[:n_tiles].fill(0)
         extra = (ptr(at), ptr(aq), np.uint64(cnt.data.ptr))
