@@ -132,7 +132,9 @@ WGMMA_SHAPES = [(1, 512, 5376), (129, 520, 7168), (300, 1000, 14336), (2000, 256
 
 
 @pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("variant", list(range(6)), ids=_wgmma_variant_ids())
+@pytest.mark.parametrize(
+    "variant", list(range(len(_wgmma_variant_ids()))), ids=_wgmma_variant_ids()
+)
 def test_gemm_wgmma_variants(variant, shape, rng):
     import cupy
 
