@@ -132,19 +132,26 @@ def chain_out_proj_nvfp4(attn, wt, gate, idx, residual, g):
     return gated(nvfp4_qdq(attn, g) @ wt.t(), gate, idx, residual)
 
 
-def fused_quant(fn):
-    """``fn`` with ``out_proj.FUSED_QUANT`` set while it runs (the single-launch forms)."""
-    from h3cupy.ops import out_proj
+def with_setting(module, name: str, value, fn):
+    """``fn`` with the module setting ``module.name = value`` while it runs (read at call time,
+    so also inside a graph capture)."""
 
     def call(i):
-        old = out_proj.FUSED_QUANT
-        out_proj.FUSED_QUANT = True
+        old = getattr(module, name)
+        setattr(module, name, value)
         try:
             return fn(i)
         finally:
-            out_proj.FUSED_QUANT = old
+            setattr(module, name, old)
 
     return call
+
+
+def fused_quant(fn):
+    """``fn`` with ``out_proj.FUSED_QUANT`` set (the single-launch forms)."""
+    from h3cupy.ops import out_proj
+
+    return with_setting(out_proj, "FUSED_QUANT", True, fn)
 
 
 def run(op: str, m: int, compile_: bool, reps: int) -> dict:
@@ -152,7 +159,7 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
 
     import h3cupy
     from h3cupy import formats
-    from h3cupy.ops import gemm
+    from h3cupy.ops import gemm, out_proj, pre_attention
     from h3cupy.reference import inputs
     from h3cupy.testing import bench_graphs
 
@@ -268,7 +275,7 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
             kn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
             cs = dev(inputs.rope_cache(m))
             outs = [torch.empty(m, 56, 128, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
-            fns["h3"] = lambda i: h3cupy.minimax_h3_nvfp4_pre_attention(
+            fns["h3"] = lambda i: h3cupy.minimax_h3_nvfp4_pre_attention(  # Hopper path below
                 x,
                 w,
                 scale,
@@ -294,6 +301,12 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
                 attn, wq_nv, wsf, gw, ga, gate, idx, residual, out=out, **ws
             )
             args, chain = (attn, wt, gate, idx, residual, g), chain_out_proj_nvfp4
+        # the Hopper path (bf16 wgmma on dequantized operands) as "h3", the verified in-register
+        # emulation (the sm_90a default until the Hopper path has passed) as "h3_emulation"
+        op_mod = pre_attention if pre else out_proj
+        h3 = fns["h3"]
+        fns["h3"] = with_setting(op_mod, "BACKEND", "wgmma", h3)
+        fns["h3_emulation"] = with_setting(op_mod, "BACKEND", "mma", h3)
         a_in = torch.randn(m, k, device="cuda").bfloat16()
         fns["gemm"] = lambda i: a_in @ wt.t()
         flops = 2.0 * m * n * k
@@ -352,7 +365,7 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
     t = bench_graphs(fns, reps=reps)
     row = {"op": op, "M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
     row["tflops"] = flops / (row["h3_ms"] * 1e-3) / 1e12
-    for k in ("eager", "compiled", "gemm", "h3_fused", "engine"):
+    for k in ("eager", "compiled", "gemm", "h3_fused", "engine", "h3_emulation"):
         if f"{k}_ms" in row:
             row[f"speedup_vs_{k}"] = row[f"{k}_ms"] / row["h3_ms"]
     return row

@@ -119,24 +119,25 @@ def test_fp8_out_proj_graph(form, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("m", (1, 129, 4097))
-def test_nvfp4_out_proj_mma_backend(m, rng, monkeypatch):
-    """The NVFP4 op on the mma.sync back end (on the H200 the in-register emulation of the
-    block-scaled MMA), same checks."""
+@pytest.mark.parametrize("m", (1, 129, 4097, 4824))
+def test_nvfp4_out_proj_hopper_path(m, rng, monkeypatch):
+    """The NVFP4 op's Hopper path (BACKEND = "wgmma": operands dequantized to exact bf16, the
+    bf16 engine, o = bf16(acc * alpha)), same checks."""
     from h3cupy.ops import out_proj
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "BACKEND", "mma")
+    monkeypatch.setattr(out_proj, "BACKEND", "wgmma")
     results = check_out_proj_nvfp4(m, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
 
 
-def test_nvfp4_out_proj_graph(rng):
-    from h3cupy.core import arch
+@pytest.mark.parametrize("backend", ("auto", "wgmma"))
+def test_nvfp4_out_proj_graph(backend, rng, monkeypatch):
+    from h3cupy.ops import out_proj
 
-    if arch.current_target() not in ("sm_90a", "sm_120a"):
-        pytest.skip("the NVFP4 out_proj runs on sm_90a and sm_120a")
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "BACKEND", backend)
     results = check_out_proj_nvfp4(129, rng, graph=True)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)

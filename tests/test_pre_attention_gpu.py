@@ -241,13 +241,13 @@ def test_nvfp4_pre_attention(m, out_mode, rng):
 
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
 @pytest.mark.parametrize("m", (1, 129, 4097))
-def test_nvfp4_pre_attention_mma_backend(m, out_mode, rng, monkeypatch):
-    """The NVFP4 op on the mma.sync back end (on the H200 the in-register emulation of the
-    block-scaled MMA; on sm_120a the native one), same checks."""
+def test_nvfp4_pre_attention_hopper_path(m, out_mode, rng, monkeypatch):
+    """The NVFP4 op's Hopper path (BACKEND = "wgmma": operands dequantized to exact bf16, the
+    bf16 engine, y = bf16(acc * alpha)), same checks."""
     from h3cupy.ops import pre_attention
 
     _need_sm90()
-    monkeypatch.setattr(pre_attention, "BACKEND", "mma")
+    monkeypatch.setattr(pre_attention, "BACKEND", "wgmma")
     results = check_pre_attention_nvfp4(m, out_mode, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
@@ -280,14 +280,15 @@ def test_nvfp4_dequantize_bf16(swizzled, rng):
     np.testing.assert_array_equal(got, want.astype(np.float32))  # exact: 2-bit x 4-bit products
 
 
+@pytest.mark.parametrize("backend", ("auto", "wgmma"))
 @pytest.mark.parametrize("out_mode", ("e4m3", "nvfp4"))
-def test_nvfp4_pre_attention_graph(out_mode, rng):
+def test_nvfp4_pre_attention_graph(out_mode, backend, rng, monkeypatch):
     """As test_fp8_pre_attention_graph for the NVFP4 op (alpha formed on the device from the
-    device act_global_scale)."""
-    from h3cupy.core import arch
+    device act_global_scale), on its default path and on the Hopper path."""
+    from h3cupy.ops import pre_attention
 
-    if arch.current_target() not in ("sm_90a", "sm_120a"):
-        pytest.skip("the NVFP4 pre-attention op runs on sm_90a and sm_120a")
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "BACKEND", backend)
     results = check_pre_attention_nvfp4(257, out_mode, rng, graph=True)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)

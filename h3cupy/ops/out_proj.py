@@ -64,6 +64,9 @@ BACKEND = "auto"
 #: The FP8 out_proj's SM120 instruction form (SPEC §6 ``fp8_mma_form``): -1 per board, 0 legacy
 #: e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); read by the mma.sync back end.
 FP8_MMA_FORM = -1
+#: Whether BACKEND = "auto" gives the NVFP4 out_proj its Hopper path on sm_90a (False until that
+#: path has passed on a GPU; BACKEND = "wgmma" selects it).
+NVFP4_HOPPER_DEFAULT = False
 
 
 def gated_args(rt, gt, gstride: int, rows: int, it) -> tuple:
@@ -276,12 +279,13 @@ def minimax_h3_nvfp4_out_proj(
         ``alpha = 1 / (act_global_scale * o_weight_global_scale)`` formed on the device.
 
     sm_120a: two launches (NVFP4 quantization of attn_out, then the block-scaled
-    ``kind::mxf4nvf4`` GEMM with the gated-residual epilogue; compile-checked only). sm_90a, by
-    default: the quantization, a' = e2m1 * sf and w' = e2m1 * sf dequantized to bf16 (exact),
-    then the bf16 wgmma engine with ``o = bf16(acc * alpha)`` and the gated residual
-    (compile-checked, not yet run); with :data:`BACKEND` = ``"mma"`` the in-register emulation
-    (correct, slow; H200-verified 2026-12-01). No host sync; with ``out`` and every workspace
-    supplied, no allocation.
+    ``kind::mxf4nvf4`` GEMM with the gated-residual epilogue; compile-checked only). sm_90a: by
+    default the in-register emulation (correct, slow; H200-verified 2026-12-01); with
+    :data:`BACKEND` = ``"wgmma"`` the Hopper path: the quantization, a' = e2m1 * sf and
+    w' = e2m1 * sf dequantized to bf16 (exact), then the bf16 wgmma engine with
+    ``o = bf16(acc * alpha)`` and the gated residual (compile-checked, not yet run; the default
+    once it has passed, :data:`NVFP4_HOPPER_DEFAULT`). No host sync; with ``out`` and every
+    workspace supplied, no allocation.
     """
     from ..core import tma
     from ..weights import _kernel as quant_kernel
@@ -330,6 +334,8 @@ def minimax_h3_nvfp4_out_proj(
             f"{target}"
         )
     backend = gemm_backend(target)
+    if BACKEND == "auto" and not NVFP4_HOPPER_DEFAULT:
+        backend = "mma"  # the verified emulation until the Hopper path has run (see the constant)
     if backend == "wgmma":
         a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, ATTN), at)
         w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (D, ATTN), at)

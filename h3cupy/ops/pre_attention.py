@@ -64,6 +64,10 @@ SCHEDULE = "cooperative"
 #: ``m16n8k32`` e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); only the mma.sync
 #: back end reads it, and only sm_120a has form 2.
 FP8_MMA_FORM = -1
+#: Whether BACKEND = "auto" gives the NVFP4 ops their Hopper path (bf16 wgmma on dequantized
+#: operands) on sm_90a. False until that path has passed on a GPU: "auto" runs the verified
+#: in-register emulation; BACKEND = "wgmma" selects the Hopper path.
+NVFP4_HOPPER_DEFAULT = False
 
 
 def minimax_h3_bf16_pre_attention(
@@ -565,10 +569,11 @@ def minimax_h3_nvfp4_pre_attention(
         ``PreAttentionOutput(q, k, v, q_sf, k_sf, v_sf)``.
 
     Runs on sm_120a (block-scaled ``kind::mxf4nvf4`` MMA; compile-checked only) and sm_90a: by
-    default the Hopper path (a' = e2m1 * sf and w' = e2m1 * sf dequantized to bf16, exact, then
-    the bf16 wgmma engine with ``y = bf16(acc * alpha)``; compile-checked, not yet run), or with
-    :data:`BACKEND` = ``"mma"`` the in-register emulation of the block-scaled MMA (correct, slow;
-    H200-verified 2026-12-01). No host sync; with every output and workspace supplied, no
+    default the in-register emulation of the block-scaled MMA (correct, slow; H200-verified
+    2026-12-01), or with :data:`BACKEND` = ``"wgmma"`` the Hopper path (a' = e2m1 * sf and
+    w' = e2m1 * sf dequantized to bf16, exact, then the bf16 wgmma engine with
+    ``y = bf16(acc * alpha)``; compile-checked, not yet run; the default once it has passed,
+    :data:`NVFP4_HOPPER_DEFAULT`). No host sync; with every output and workspace supplied, no
     allocation.
     """
     from ..core import tma
@@ -617,7 +622,10 @@ def minimax_h3_nvfp4_pre_attention(
             f"is {target}"
         )
 
-    backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
+    # NOTE: "auto" keeps the H200-verified emulation on sm_90a until the Hopper path has run on a
+    # GPU (NVFP4_HOPPER_DEFAULT); BACKEND = "wgmma" selects the Hopper path explicitly.
+    auto = "wgmma" if target == "sm_90a" and NVFP4_HOPPER_DEFAULT else "mma"
+    backend = BACKEND if BACKEND != "auto" else auto
     if backend == "wgmma" and target != "sm_90a":
         raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
     if backend == "wgmma":
