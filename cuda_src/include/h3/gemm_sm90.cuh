@@ -320,19 +320,24 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 #endif
 }
 
-// Store a consumer warpgroup's 64 x (2 kAcc) fragment as bf16 through TMA: in passes of 128
-// columns the warpgroup writes two 64 x 64 boxes into `staging` with the 128-byte swizzle
-// (conflict-free: 16-byte chunk j of row r sits at chunk j ^ (r % 8)), fences them to the async
-// proxy, and one thread calls store(pass, box, src) for each box, which issues the TMA store
-// (a tensor map with 64 x 64 boxes and the 128B swizzle; the map clips past its edges). Before a
-// pass overwrites the buffer, that thread waits for the previous stores to have read it.
-template <int kAcc, class StoreBox>
-H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_id,
-                                   const StoreBox& store) {
-  constexpr int kGroups = kAcc / 4;  // 8-column groups
-  // NOTE: boxes are 64 columns wide; a partly filled box would store stale staging bytes into
-  // the next tile's columns.
-  static_assert(kGroups % 8 == 0, "the fragment must fill whole 64-column boxes");
+// Store a consumer warpgroup's 64 x (2 kAcc) fragment as bf16 through TMA, in boxes of 64 rows x
+// kBoxCols columns (64: 128-byte rows with the 128B swizzle, 16-byte chunk j of row r at chunk
+// j ^ (r % 8); 32: 64-byte rows with the 64B swizzle, chunk c of row r at c ^ ((r / 2) % 4);
+// either way a warp's 8 rows x 4 lanes hit 32 distinct banks). In passes of 128 columns the
+// warpgroup writes the pass's boxes into `staging`, fences them to the async proxy, and one thread
+// calls store(pass, box, src) for each, which issues the TMA store (the tensor map has matching
+// boxes and swizzle and clips past its edges). Before a pass overwrites the buffer, that thread
+// waits for the previous stores to have read it.
+template <int kBoxCols, int kAcc, class StoreBox>
+H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, int bar_id,
+                                         const StoreBox& store) {
+  static_assert(kBoxCols == 64 || kBoxCols == 32, "64- or 32-column boxes");
+  constexpr int kGroups = kAcc / 4;           // 8-column groups
+  constexpr int kBoxGroups = kBoxCols / 8;    // groups per box
+  constexpr int kRowBytes = 2 * kBoxCols;     // 128 or 64
+  constexpr int kBoxBytes = 64 * kRowBytes;   // 8 or 4 KiB
+  // NOTE: a partly filled box would store stale staging bytes into the next tile's columns.
+  static_assert(kGroups % kBoxGroups == 0, "the fragment must fill whole boxes");
   const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
   const u32 base = smem_addr(staging);
 #pragma unroll
@@ -345,8 +350,10 @@ H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_
       if (j >= kGroups) break;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
+        // r % 8 == lane / 4 and (r / 2) % 4 == (lane / 8) % 4: the swizzles' row terms
         const int r = 16 * w + lane / 4 + 8 * h;
-        const u32 addr = base + (jj / 8) * 8192 + r * 128 + (((jj % 8) ^ (lane / 4)) * 16) +
+        const u32 addr = base + (jj / kBoxGroups) * kBoxBytes + r * kRowBytes +
+                         (((jj % kBoxGroups) ^ (kBoxCols == 64 ? lane / 4 : (lane / 8) % 4)) * 16) +
                          4 * (lane % 4);
         const u32 v = pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
@@ -356,52 +363,28 @@ H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_
     named_barrier_sync(bar_id, 128);
     if (tid == 0) {
 #pragma unroll
-      for (int box = 0; box < 2; ++box)
-        if (16 * p + 8 * box < kGroups) store(p, box, staging + box * 8192);
+      for (int box = 0; box < 16 / kBoxGroups; ++box)
+        if (16 * p + kBoxGroups * box < kGroups) store(p, box, staging + box * kBoxBytes);
       bulk_commit();
     }
   }
 }
 
-// As store_fragment_bf16 for fragments whose width is a whole number of 32-column boxes but not
-// of 64 (a 192-wide FC1 tile gives 96 y columns): boxes of 64 rows x 32 columns (64-byte rows)
-// with the 64-byte swizzle (16-byte chunk c of row r at chunk c ^ ((r / 2) % 4); a warp's 8 rows
-// x 4 lanes then hit 32 distinct banks), up to four 4 KiB boxes per pass; one thread calls
-// store(box, src) with `box` the fragment's 32-column box index. The tensor map must have 32 x 64
-// boxes and the 64B swizzle.
+// 64-column boxes (the tensor map: 64 x 64 boxes, 128B swizzle); store(pass, box, src), box 0..1.
+template <int kAcc, class StoreBox>
+H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_id,
+                                   const StoreBox& store) {
+  store_fragment_bf16_boxes<64>(d, staging, bar_id, store);
+}
+
+// 32-column boxes for fragments whose width is a whole number of 32 but not of 64 columns (a
+// 192-wide FC1 tile gives 96 y columns; the tensor map: 32 x 64 boxes, 64B swizzle);
+// store(box, src) with `box` the fragment's 32-column box index.
 template <int kAcc, class StoreBox>
 H3_DEVICE void store_fragment_bf16_w32(const float (&d)[kAcc], u8* staging, int bar_id,
                                        const StoreBox& store) {
-  constexpr int kGroups = kAcc / 4;  // 8-column groups
-  static_assert(kGroups % 4 == 0, "the fragment must fill whole 32-column boxes");
-  const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
-  const u32 base = smem_addr(staging);
-#pragma unroll
-  for (int p = 0; p < (kGroups + 15) / 16; ++p) {
-    if (tid == 0) bulk_wait_read();
-    named_barrier_sync(bar_id, 128);
-#pragma unroll
-    for (int jj = 0; jj < 16; ++jj) {
-      const int j = 16 * p + jj;
-      if (j >= kGroups) break;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = 16 * w + lane / 4 + 8 * h;  // (r / 2) % 4 == (lane / 8) % 4
-        const u32 addr = base + (jj / 4) * 4096 + r * 64 + (((jj % 4) ^ ((lane / 8) % 4)) * 16) +
-                         4 * (lane % 4);
-        const u32 v = pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
-      }
-    }
-    fence_proxy_async_smem();
-    named_barrier_sync(bar_id, 128);
-    if (tid == 0) {
-#pragma unroll
-      for (int box = 0; box < 4; ++box)
-        if (16 * p + 4 * box < kGroups) store(4 * p + box, staging + box * 4096);
-      bulk_commit();
-    }
-  }
+  store_fragment_bf16_boxes<32>(d, staging, bar_id,
+                                [&](int p, int box, const u8* src) { store(4 * p + box, src); });
 }
 
 // The plain epilogue: C = bf16((acc * row_scale[m]) * col_scale[n]), scales optional, stored by TMA.
