@@ -132,6 +132,19 @@ def chain_out_proj_nvfp4(attn, wt, gate, idx, residual, g):
     return gated(nvfp4_qdq(attn, g) @ wt.t(), gate, idx, residual)
 
 
+def head_inputs(m: int, dev):
+    """The pre-attention ops' per-head operands (Q/K RMSNorm weights near 1, the RoPE cache of
+    m positions) and three bf16 [m, 56, 128] outputs."""
+    import torch
+
+    from h3cupy.reference import inputs
+
+    qn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
+    kn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
+    outs = [torch.empty(m, 56, 128, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+    return qn, kn, dev(inputs.rope_cache(m)), outs
+
+
 def with_setting(module, name: str, value, fn):
     """``fn`` with the module setting ``module.name = value`` while it runs (read at call time,
     so also inside a graph capture)."""
@@ -185,10 +198,7 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
     fns = {}
     if op == "pre_attention":
         wq, ws = wfp8(QKV, D)
-        qn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
-        kn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
-        cs = dev(inputs.rope_cache(m))
-        outs = [torch.empty(m, 56, 128, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+        qn, kn, cs, outs = head_inputs(m, dev)
         aq_ws = torch.empty(m, D, dtype=torch.float8_e4m3fn, device="cuda")
         as_ws = torch.empty(m, dtype=torch.float32, device="cuda")
         ws1 = ws.reshape(-1).contiguous()
@@ -271,10 +281,7 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
             "workspace_w": torch.empty(n, k, dtype=torch.bfloat16, device="cuda"),
         }
         if pre:
-            qn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
-            kn = (torch.rand(128, device="cuda") * 0.2 + 0.9).bfloat16()
-            cs = dev(inputs.rope_cache(m))
-            outs = [torch.empty(m, 56, 128, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+            qn, kn, cs, outs = head_inputs(m, dev)
             fns["h3"] = lambda i: h3cupy.minimax_h3_nvfp4_pre_attention(  # Hopper path below
                 x,
                 w,

@@ -219,20 +219,7 @@ def without_gpu(m: int = 4) -> None:
     t0 = time.time()
     host = inputs.pre_attention_inputs(m, rows=9)
     pack = reference.minimax_h3_bf16_pre_attention(
-        *(
-            host[k]
-            for k in (
-                "x",
-                "x_norm_weight",
-                "adaln_scale",
-                "adaln_shift",
-                "adaln_index",
-                "qkv_weight",
-                "q_norm_weight",
-                "k_norm_weight",
-                "rope_cos_sin",
-            )
-        ),
+        *(host[k] for k in inputs.PRE_ATTENTION_KEYS),
         ulysses_degree=1,
     )[0]
     att = host_attention(pack[:, :, 0], pack[:, :, 1], pack[:, :, 2])

@@ -19,17 +19,7 @@ from h3cupy import reference
 from h3cupy.reference import inputs
 from h3cupy.testing import gpu_available
 
-KEYS = (
-    "x",
-    "x_norm_weight",
-    "adaln_scale",
-    "adaln_shift",
-    "adaln_index",
-    "qkv_weight",
-    "q_norm_weight",
-    "k_norm_weight",
-    "rope_cos_sin",
-)
+KEYS = inputs.PRE_ATTENTION_KEYS  # the op's tensor arguments in call order
 
 
 def check(host, got: np.ndarray, p: int, rows: np.ndarray) -> float:

@@ -304,17 +304,7 @@ def check_pre_attention_bf16(
         host["rope_cos_sin"] = ref_inputs.rope_cache(max(m, 64))
         s_rows = host["rope_cos_sin"].shape[0]
         pos = rng.integers(-3, s_rows + 3, m).astype(index_dtype)
-    keys = (
-        "x",
-        "x_norm_weight",
-        "adaln_scale",
-        "adaln_shift",
-        "adaln_index",
-        "qkv_weight",
-        "q_norm_weight",
-        "k_norm_weight",
-        "rope_cos_sin",
-    )
+    keys = ref_inputs.PRE_ATTENTION_KEYS
     dev = {k: upload(host[k]) for k in keys}
     rows = sample_rows(m, max_ref_rows, rng)
     ref1 = reference.minimax_h3_bf16_pre_attention(
@@ -387,6 +377,27 @@ def _e2m1_step(codes: np.ndarray) -> np.ndarray:
     return np.where(mag < 2, 0.5, np.where(mag < 4, 1.0, 2.0))
 
 
+# Out-mode scalars of the quantized pre-attention checks, near what calibration would give for
+# these inputs (|q|, |k| up to ~4, |v| ~1.4): e4m3 descales and NVFP4 global scales of q, k, v.
+_PA_DESCALE = (np.float32(0.014), 0.015, 0.006)
+_PA_GSCALE = (np.float32(600.0), 550.0, 1800.0)
+
+
+def _pa_mode_scalars(out_mode: str) -> tuple[dict, dict]:
+    """The scalars an out mode needs: the op's keyword arguments (q's as a one-element device
+    array, k's and v's as floats, so both forms are exercised) and the reference's (floats)."""
+    import cupy
+
+    if out_mode not in ("e4m3", "nvfp4"):
+        return {}, {}
+    kind = "descale" if out_mode == "e4m3" else "global_scale"
+    vals = _PA_DESCALE if out_mode == "e4m3" else _PA_GSCALE
+    names = [f"{n}_{kind}" for n in "qkv"]
+    op_kw = {names[0]: cupy.asarray(np.array([vals[0]], np.float32))}
+    op_kw.update({names[1]: vals[1], names[2]: vals[2]})
+    return op_kw, {n: float(v) for n, v in zip(names, vals, strict=True)}
+
+
 def check_pre_attention_fp8(
     m: int,
     out_mode: str,
@@ -407,39 +418,11 @@ def check_pre_attention_fp8(
     rng = rng or np.random.default_rng()
     host = ref_inputs.pre_attention_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
     wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
-    # Scales near what calibration would give for these inputs (|q|, |k| up to ~4, |v| ~1.4):
-    # q as a device array, k and v as floats.
-    descale = (np.float32(0.014), 0.015, 0.006)
-    gscale = (np.float32(600.0), 550.0, 1800.0)
-    dev = {
-        k: upload(host[k])
-        for k in (
-            "x",
-            "x_norm_weight",
-            "adaln_scale",
-            "adaln_shift",
-            "adaln_index",
-            "q_norm_weight",
-            "k_norm_weight",
-            "rope_cos_sin",
-        )
-    }
+    dev = {k: upload(host[k]) for k in ref_inputs.QUANT_PRE_ATTENTION_KEYS}
     act_q = cupy.empty((m, D), np.uint8)
     act_scale = cupy.empty((m,), np.float32)
     poison(act_q, act_scale)
-    kw = {}
-    if out_mode == "e4m3":
-        kw = dict(
-            q_descale=cupy.asarray(np.array([descale[0]], np.float32)),
-            k_descale=descale[1],
-            v_descale=descale[2],
-        )
-    elif out_mode == "nvfp4":
-        kw = dict(
-            q_global_scale=cupy.asarray(np.array([gscale[0]], np.float32)),
-            k_global_scale=gscale[1],
-            v_global_scale=gscale[2],
-        )
+    kw, scal = _pa_mode_scalars(out_mode)
 
     wq_d = cupy.asarray(wq)
     wsc_d = cupy.asarray(wsc)
@@ -468,12 +451,6 @@ def check_pre_attention_fp8(
     rows = sample_rows(m, max_ref_rows, rng)
     aq = download(act_q)[rows]
     asc = download(act_scale)[rows]
-    scal = {
-        "e4m3": dict(zip(("q_descale", "k_descale", "v_descale"), descale, strict=True)),
-        "nvfp4": dict(
-            zip(("q_global_scale", "k_global_scale", "v_global_scale"), gscale, strict=True)
-        ),
-    }.get(out_mode, {})
     ref = reference.minimax_h3_fp8_pre_attention(
         host["x"][rows],
         host["x_norm_weight"],
@@ -488,10 +465,12 @@ def check_pre_attention_fp8(
         out_mode=out_mode,
         act_q=aq,
         act_scale=asc,
-        **{k: float(v) for k, v in scal.items()},
+        **scal,
     )
     shape = f"M={m} out_mode={out_mode}"
-    checks = _compare_qkv("fp8_pre_attention", shape, res, ref, rows, out_mode, descale, gscale)
+    checks = _compare_qkv(
+        "fp8_pre_attention", shape, res, ref, rows, out_mode, _PA_DESCALE, _PA_GSCALE
+    )
     if graph:
         checks += _qkv_graph_checks(
             "fp8_pre_attention", shape, run, res, out_mode, act_q, act_scale
@@ -581,35 +560,12 @@ def check_pre_attention_nvfp4(
         host["adaln_index"],
     )
     ga = formats.nvfp4_global_scale_from_amax(np.abs(a_ref.astype(np.float32)).max())
-    descale = (np.float32(0.014), 0.015, 0.006)
-    gscale = (np.float32(600.0), 550.0, 1800.0)
-    keys = (
-        "x",
-        "x_norm_weight",
-        "adaln_scale",
-        "adaln_shift",
-        "adaln_index",
-        "q_norm_weight",
-        "k_norm_weight",
-        "rope_cos_sin",
-    )
+    keys = ref_inputs.QUANT_PRE_ATTENTION_KEYS
     dev = {k: upload(host[k]) for k in keys}
     act_q = cupy.empty((m, D // 2), np.uint8)
     act_sf = cupy.empty((m, D // 16), np.uint8)
     poison(act_q, act_sf)
-    kw = {}
-    if out_mode == "e4m3":
-        kw = dict(
-            q_descale=cupy.asarray(np.array([descale[0]], np.float32)),
-            k_descale=descale[1],
-            v_descale=descale[2],
-        )
-    elif out_mode == "nvfp4":
-        kw = dict(
-            q_global_scale=cupy.asarray(np.array([gscale[0]], np.float32)),
-            k_global_scale=gscale[1],
-            v_global_scale=gscale[2],
-        )
+    kw, scal = _pa_mode_scalars(out_mode)
 
     wq_d = cupy.asarray(wq)
     wsf_d = cupy.asarray(wsf)
@@ -633,12 +589,6 @@ def check_pre_attention_nvfp4(
 
     res = run()
     rows = sample_rows(m, max_ref_rows, rng)
-    scal = {
-        "e4m3": dict(zip(("q_descale", "k_descale", "v_descale"), descale, strict=True)),
-        "nvfp4": dict(
-            zip(("q_global_scale", "k_global_scale", "v_global_scale"), gscale, strict=True)
-        ),
-    }.get(out_mode, {})
     ref = reference.minimax_h3_nvfp4_pre_attention(
         host["x"][rows],
         host["x_norm_weight"],
@@ -655,7 +605,7 @@ def check_pre_attention_nvfp4(
         out_mode=out_mode,
         act_q=download(act_q)[rows],
         act_sf=download(act_sf)[rows],
-        **{k: float(v) for k, v in scal.items()},
+        **scal,
     )
     checks = _compare_qkv(
         "nvfp4_pre_attention",
@@ -664,8 +614,8 @@ def check_pre_attention_nvfp4(
         ref,
         rows,
         out_mode,
-        descale,
-        gscale,
+        _PA_DESCALE,
+        _PA_GSCALE,
     )
     if graph:
         # the bf16 workspaces of the sm_90a path, so that nothing is allocated inside the capture

@@ -395,6 +395,33 @@ def _scalar_arg(value, name: str, dev: int):
     return 0.0, t
 
 
+def check_nvfp4_weight(w_q, w_sf, w_global_scale, act_global_scale, name: str, n: int, k: int, dev):
+    """An NVFP4 op's weight operands and activation global scale: ``{name}_q`` uint8 codes
+    ``[n, k/2]``, ``{name}_sf`` contiguous 128x4-swizzled ue4m3 scales (n * k/16 bytes), the
+    weight's global scale (float or one-element fp32 device array), ``act_global_scale`` a
+    required fp32 ``[1]`` device array. Returns ``(wq, wsf, gw_host, gw_t, ga)``."""
+    wq = interop.as_tensor(w_q, f"{name}_q")
+    checks.check_tensor(wq, f"{name}_q", "uint8", (n, k // 2), dev)
+    wsf = interop.as_tensor(w_sf, f"{name}_sf")
+    checks.check_dtype(wsf, f"{name}_sf", "uint8")
+    checks.check_contiguous(wsf, f"{name}_sf")
+    if wsf.size != n * (k // 16):
+        helper = f"quantize_minimax_h3_{name.split('_')[0]}_weight_nvfp4"
+        raise ValueError(
+            f"{name}_sf: expected {n * (k // 16)} bytes of 128x4-swizzled scales, got "
+            f"{wsf.size}; pass the scales from {helper}"
+        )
+    gw_host, gw_t = _scalar_arg(w_global_scale, f"{name}_global_scale", dev)
+    if act_global_scale is None:
+        raise ValueError(
+            "act_global_scale: required; pass the fp32 [1] device array from "
+            "nvfp4_global_scale_from_amax(amax)"
+        )
+    ga = interop.as_tensor(act_global_scale, "act_global_scale")
+    checks.check_tensor(ga, "act_global_scale", "float32", (1,), dev, align=4)
+    return wq, wsf, gw_host, gw_t, ga
+
+
 def gemm_nvfp4(
     a_q,
     a_sf,

@@ -110,6 +110,32 @@ def launch_fp8_gemm_mma(code: int, aq, asc, wq, ws, rt, gt, gstride, rows, it, o
     )
 
 
+def _check_attn_out(attn_out):
+    """attn_out: bf16 ``[M >= 1, 7168]`` contiguous. Returns (tensor, device, M)."""
+    at = interop.as_tensor(attn_out, "attn_out")
+    dev = at.device
+    checks.check_dtype(at, "attn_out", "bf16")
+    checks.check_shape(at, "attn_out", (None, ATTN), "(tokens x 56 heads * 128)")
+    m = at.shape[0]
+    if m < 1:
+        raise ValueError("attn_out: expected M >= 1 rows, got 0")
+    checks.check_tensor(at, "attn_out", "bf16", (m, ATTN), dev)
+    return at, dev, m
+
+
+def _check_gated(gate, gate_index, residual, m: int, dev: int):
+    """The gated residual's operands: gate table ``[rows, 5376]`` (strided rows allowed),
+    gate_index int32 / int64 ``[M]``, residual bf16 ``[M, 5376]``. Returns
+    (gate, rows, row stride, gate_index, residual)."""
+    gt = interop.as_tensor(gate, "gate")
+    rows, gstride = checks.check_table(gt, "gate", D, dev)
+    it = interop.as_tensor(gate_index, "gate_index")
+    checks.check_tensor(it, "gate_index", ("int32", "int64"), (m,), dev, align=it.itemsize)
+    rt = interop.as_tensor(residual, "residual")
+    checks.check_tensor(rt, "residual", "bf16", (m, D), dev)
+    return gt, rows, gstride, it, rt
+
+
 def minimax_h3_fp8_out_proj(
     attn_out,
     o_weight_q,
@@ -152,24 +178,12 @@ def minimax_h3_fp8_out_proj(
     """
     from ..weights import _kernel as quant_kernel
 
-    at = interop.as_tensor(attn_out, "attn_out")
-    dev = at.device
-    checks.check_dtype(at, "attn_out", "bf16")
-    checks.check_shape(at, "attn_out", (None, ATTN), "(tokens x 56 heads * 128)")
-    m = at.shape[0]
-    if m < 1:
-        raise ValueError("attn_out: expected M >= 1 rows, got 0")
-    checks.check_tensor(at, "attn_out", "bf16", (m, ATTN), dev)
+    at, dev, m = _check_attn_out(attn_out)
     wq = interop.as_tensor(o_weight_q, "o_weight_q", fp8_as="e4m3")
     checks.check_tensor(wq, "o_weight_q", "e4m3", (D, ATTN), dev)
     ws = interop.as_tensor(o_weight_scale, "o_weight_scale")
     checks.check_tensor(ws, "o_weight_scale", "float32", (D,), dev)
-    gt = interop.as_tensor(gate, "gate")
-    rows, gstride = checks.check_table(gt, "gate", D, dev)
-    it = interop.as_tensor(gate_index, "gate_index")
-    checks.check_tensor(it, "gate_index", ("int32", "int64"), (m,), dev, align=it.itemsize)
-    rt = interop.as_tensor(residual, "residual")
-    checks.check_tensor(rt, "residual", "bf16", (m, D), dev)
+    gt, rows, gstride, it, rt = _check_gated(gate, gate_index, residual, m, dev)
     ot = checks.output_or_empty(out, "out", "bf16", (m, D), at)
 
     aq = checks.output_or_empty(act_q, "act_q", "e4m3", (m, ATTN), at)
@@ -289,40 +303,12 @@ def minimax_h3_nvfp4_out_proj(
     """
     from ..core import tma
     from ..weights import _kernel as quant_kernel
-    from .gemm import _scalar_arg
 
-    at = interop.as_tensor(attn_out, "attn_out")
-    dev = at.device
-    checks.check_dtype(at, "attn_out", "bf16")
-    checks.check_shape(at, "attn_out", (None, ATTN), "(tokens x 56 heads * 128)")
-    m = at.shape[0]
-    if m < 1:
-        raise ValueError("attn_out: expected M >= 1 rows, got 0")
-    checks.check_tensor(at, "attn_out", "bf16", (m, ATTN), dev)
-    wq = interop.as_tensor(o_weight_q, "o_weight_q")
-    checks.check_tensor(wq, "o_weight_q", "uint8", (D, ATTN // 2), dev)
-    wsf = interop.as_tensor(o_weight_sf, "o_weight_sf")
-    checks.check_dtype(wsf, "o_weight_sf", "uint8")
-    checks.check_contiguous(wsf, "o_weight_sf")
-    if wsf.size != D * (ATTN // 16):
-        raise ValueError(
-            f"o_weight_sf: expected {D * (ATTN // 16)} bytes of 128x4-swizzled scales, got "
-            f"{wsf.size}; pass the scales from quantize_minimax_h3_o_weight_nvfp4"
-        )
-    gw_host, gw_t = _scalar_arg(o_weight_global_scale, "o_weight_global_scale", dev)
-    if act_global_scale is None:
-        raise ValueError(
-            "act_global_scale: required; pass the fp32 [1] device array from "
-            "nvfp4_global_scale_from_amax(amax)"
-        )
-    ga = interop.as_tensor(act_global_scale, "act_global_scale")
-    checks.check_tensor(ga, "act_global_scale", "float32", (1,), dev, align=4)
-    gt = interop.as_tensor(gate, "gate")
-    rows, gstride = checks.check_table(gt, "gate", D, dev)
-    it = interop.as_tensor(gate_index, "gate_index")
-    checks.check_tensor(it, "gate_index", ("int32", "int64"), (m,), dev, align=it.itemsize)
-    rt = interop.as_tensor(residual, "residual")
-    checks.check_tensor(rt, "residual", "bf16", (m, D), dev)
+    at, dev, m = _check_attn_out(attn_out)
+    wq, wsf, gw_host, gw_t, ga = gemm.check_nvfp4_weight(
+        o_weight_q, o_weight_sf, o_weight_global_scale, act_global_scale, "o_weight", D, ATTN, dev
+    )
+    gt, rows, gstride, it, rt = _check_gated(gate, gate_index, residual, m, dev)
 
     ot = checks.output_or_empty(out, "out", "bf16", (m, D), at)
     aq = checks.output_or_empty(act_q, "act_q", "uint8", (m, ATTN // 2), at)

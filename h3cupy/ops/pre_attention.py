@@ -585,24 +585,16 @@ def minimax_h3_nvfp4_pre_attention(
         x, x_norm_weight, adaln_scale, adaln_shift, adaln_index
     )
     dev, m = xt.device, xt.shape[0]
-    wq = interop.as_tensor(qkv_weight_q, "qkv_weight_q")
-    checks.check_tensor(wq, "qkv_weight_q", "uint8", (QKV_ROWS, D // 2), dev)
-    wsf = interop.as_tensor(qkv_weight_sf, "qkv_weight_sf")
-    checks.check_dtype(wsf, "qkv_weight_sf", "uint8")
-    checks.check_contiguous(wsf, "qkv_weight_sf")
-    if wsf.size != QKV_ROWS * (D // 16):
-        raise ValueError(
-            f"qkv_weight_sf: expected {QKV_ROWS * (D // 16)} bytes of 128x4-swizzled scales, got "
-            f"{wsf.size}; pass the scales from quantize_minimax_h3_qkv_weight_nvfp4"
-        )
-    if act_global_scale is None:
-        raise ValueError(
-            "act_global_scale: required; pass the fp32 [1] device array from "
-            "nvfp4_global_scale_from_amax(amax)"
-        )
-    ga = interop.as_tensor(act_global_scale, "act_global_scale")
-    checks.check_tensor(ga, "act_global_scale", "float32", (1,), dev, align=4)
-    gw_host, gw_t = _scalar_arg(qkv_weight_global_scale, "qkv_weight_global_scale", dev)
+    wq, wsf, gw_host, gw_t, ga = gemm.check_nvfp4_weight(
+        qkv_weight_q,
+        qkv_weight_sf,
+        qkv_weight_global_scale,
+        act_global_scale,
+        "qkv_weight",
+        QKV_ROWS,
+        D,
+        dev,
+    )
     alpha_host, alpha_t = _scalar_arg(alpha, "alpha", dev)
     qn, kn, cs = _check_head_inputs(q_norm_weight, k_norm_weight, rope_cos_sin, dev, m)
     outs, sfs, scal = _qkv_outputs(

@@ -119,6 +119,23 @@ def prologue_inputs(
     }
 
 
+#: The BF16 pre-attention op's tensor arguments in call order (keys of pre_attention_inputs).
+PRE_ATTENTION_KEYS = (
+    "x",
+    "x_norm_weight",
+    "adaln_scale",
+    "adaln_shift",
+    "adaln_index",
+    "qkv_weight",
+    "q_norm_weight",
+    "k_norm_weight",
+    "rope_cos_sin",
+)
+#: The quantized pre-attention ops' non-weight tensor arguments: the prologue's five, then the
+#: per-head three (the weight operands go between them).
+QUANT_PRE_ATTENTION_KEYS = PRE_ATTENTION_KEYS[:5] + PRE_ATTENTION_KEYS[6:]
+
+
 def pre_attention_inputs(
     m: int,
     rows: int = 9,
