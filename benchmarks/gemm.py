@@ -44,8 +44,8 @@ def main() -> None:
         "mma_tma": gemm.gemm_mma_tma,
     }
 
-    # wgmma<tile N>[p|p3][x2][pp]: p = FP8 promotion per k-tile, p3 = per two k-tiles (mode 3),
-    # x2 = clusters of two CTAs, pp = ping-pong.
+    # wgmma<tile N>[p|p3|p4][x2][pp]: p = FP8 promotion per k-tile, p3 / p4 = per two / four
+    # k-tiles, x2 = clusters of two CTAs, pp = ping-pong.
     def vname(tile_n, promote, cluster, pingpong):
         x2 = "x2" if cluster == 2 else ""
         p = "" if not promote else "p" + (str(promote) if promote > 1 else "")

@@ -167,7 +167,62 @@ def fused_quant(fn):
     return with_setting(out_proj, "FUSED_QUANT", True, fn)
 
 
-def run(op: str, m: int, compile_: bool, reps: int) -> dict:
+def kernel_breakdown(fn, reps: int = 5) -> dict[str, float]:
+    """GPU time of each kernel launch of one call of ``fn`` (median over ``reps`` calls, ms):
+    every ``launch`` of the ops modules is wrapped with CUDA events on the current torch stream,
+    and kernels are named from ``jit.get_kernel``. Repeated kernels get a ``#n`` suffix."""
+    import torch
+
+    from h3cupy.core import jit
+    from h3cupy.ops import gemm, mlp, out_proj, pre_attention, prologue
+
+    names: dict[int, str] = {}
+    real_get = jit.get_kernel
+
+    def get_kernel(spec, name, target):
+        k = real_get(spec, name, target)
+        names[id(k)] = name.split("<")[0].replace("h3::", "")
+        return k
+
+    records: list = []
+
+    def wrap(real_launch):
+        def launch(kernel, *a, **kw):
+            ev = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            ev[0].record()
+            real_launch(kernel, *a, **kw)
+            ev[1].record()
+            records.append((names.get(id(kernel), "?"), *ev))
+
+        return launch
+
+    mods = (gemm, mlp, out_proj, pre_attention, prologue)
+    saved = {mod: mod.launch for mod in mods}
+    jit.get_kernel = get_kernel
+    for mod in mods:
+        mod.launch = wrap(saved[mod])
+    runs: list[dict[str, float]] = []
+    try:
+        for _ in range(reps + 1):
+            records.clear()
+            fn(0)
+            torch.cuda.synchronize()
+            seen: dict[str, float] = {}
+            for name, a, b in records:
+                key, n = name, 1
+                while key in seen:
+                    n += 1
+                    key = f"{name}#{n}"
+                seen[key] = a.elapsed_time(b)
+            runs.append(seen)
+    finally:
+        jit.get_kernel = real_get
+        for mod in mods:
+            mod.launch = saved[mod]
+    return {k: float(np.median([r[k] for r in runs[1:]])) for k in runs[-1]}
+
+
+def run(op: str, m: int, compile_: bool, reps: int, breakdown: bool = False) -> dict:
     import torch
 
     import h3cupy
@@ -371,6 +426,8 @@ def run(op: str, m: int, compile_: bool, reps: int) -> dict:
         fns["compiled"] = lambda i: compiled(*args)
     t = bench_graphs(fns, reps=reps)
     row = {"op": op, "M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
+    if breakdown:
+        row["kernels_ms"] = kernel_breakdown(fns["h3"])
     row["tflops"] = flops / (row["h3_ms"] * 1e-3) / 1e12
     for k in ("eager", "compiled", "gemm", "h3_fused", "engine", "h3_emulation"):
         if f"{k}_ms" in row:
@@ -389,6 +446,9 @@ def main() -> None:
     )
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument(
+        "--breakdown", action="store_true", help="also time each kernel launch of the h3cupy op"
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -406,7 +466,7 @@ def main() -> None:
     nan = float("nan")
     for op in args.ops:
         for m in args.m:
-            row = run(op, m, not args.no_compile, args.reps)
+            row = run(op, m, not args.no_compile, args.reps, args.breakdown)
             results.append(row)
             print(
                 f"{op:<14}{m:>7}{row['h3_ms']:>9.3f}{row['tflops']:>9.0f}{row['eager_ms']:>9.3f}"
@@ -420,6 +480,8 @@ def main() -> None:
                         f" ({row['h3_fused_ms'] / row['engine_ms']:.3f}x the plain engine GEMM)"
                     )
                 print(extra)
+            for k, v in row.get("kernels_ms", {}).items():
+                print(f"   {k:<40}{v:>9.3f} ms")
             torch.cuda.empty_cache()
             # NOTE: rewritten after every row: a run cut short by a timeout keeps what it measured
             if args.json:

@@ -479,15 +479,13 @@ def check_pre_attention_fp8(
 
 
 def _qkv_graph_checks(op, shape, run, res, out_mode, *workspaces, extra=None) -> list[Check]:
-    """:func:`graph_checks` of a quantized pre-attention call with every output supplied (and the
-    ``extra`` keyword workspaces, also compared)."""
+    """:func:`graph_checks` of a quantized pre-attention call with every output supplied, the
+    ``extra`` keyword workspaces passed too; ``workspaces`` are compared with the outputs."""
     outs = {"q": res.q, "k": res.k, "v": res.v}
     if out_mode == "nvfp4":
         outs.update(q_sf=res.q_sf, k_sf=res.k_sf, v_sf=res.v_sf)
     extra = extra or {}
-    return graph_checks(
-        op, shape, lambda: run(**outs, **extra), [*outs.values(), *workspaces, *extra.values()]
-    )
+    return graph_checks(op, shape, lambda: run(**outs, **extra), [*outs.values(), *workspaces])
 
 
 def _compare_qkv(op, shape, res, ref, rows, out_mode, descale, gscale) -> list[Check]:
@@ -618,11 +616,16 @@ def check_pre_attention_nvfp4(
         _PA_GSCALE,
     )
     if graph:
-        # the bf16 workspaces of the sm_90a path, so that nothing is allocated inside the capture
+        from .core import arch
+        from .ops import pre_attention
+
+        # the bf16 workspaces of the sm_90a path, so that nothing is allocated inside the capture;
+        # compared only where that path writes them
         extra = {
             "workspace_a": cupy.empty((m, D), formats.BF16),
             "workspace_w": cupy.empty((21504, D), formats.BF16),
         }
+        hopper = pre_attention.nvfp4_backend(arch.device_target(act_q.device.id)) == "wgmma"
         checks += _qkv_graph_checks(
             "nvfp4_pre_attention",
             f"M={m} out_mode={out_mode}",
@@ -631,6 +634,7 @@ def check_pre_attention_nvfp4(
             out_mode,
             act_q,
             act_sf,
+            *(extra.values() if hopper else ()),
             extra=extra,
         )
     return checks
@@ -907,6 +911,8 @@ def check_out_proj_nvfp4(
     residual exactly. The weight global scale is passed as a Python float."""
     import cupy
 
+    from .core import arch
+    from .ops import out_proj
     from .ops.out_proj import minimax_h3_nvfp4_out_proj
 
     rng = rng or np.random.default_rng()
@@ -970,11 +976,13 @@ def check_out_proj_nvfp4(
     checks += _gated_checks("nvfp4_out_proj", shape, got, ref, rows, idx, host["residual"])
     if graph:
         # the bf16 workspaces of the sm_90a path, so that nothing is allocated inside the capture
+        # (compared only where that path writes them)
         ws_a, ws_w = cupy.empty((m, 7168), formats.BF16), cupy.empty((5376, 7168), formats.BF16)
+        hopper = out_proj.nvfp4_backend(arch.device_target(out.device.id)) == "wgmma"
         checks += graph_checks(
             "nvfp4_out_proj",
             shape,
             lambda: run(workspace_a=ws_a, workspace_w=ws_w),
-            [out, act_q, act_sf, ws_a, ws_w],
+            [out, act_q, act_sf, *((ws_a, ws_w) if hopper else ())],
         )
     return checks

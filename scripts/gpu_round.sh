@@ -3,10 +3,12 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
+# promo: the FP8 promotion modes and the bf16 tile widths, benchmarked and tested; ops-check:
+# the FP8 operators' main tests and their benchmark.
 # new / new-mlp: only the tests that have not yet passed on a GPU; new-ops: the quantized
 # operators' tests.
 # bench / bench-ops: the benchmarks (engine and BF16 op / the W8A8 ops).
@@ -33,17 +35,31 @@ run() {  # run SECONDS LOGFILE CMD...: a stage with a timeout, appending to LOGF
 PYTEST=(python3 -m pytest -q -rs -p no:cacheprovider)
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
-  new)  # what has not yet passed on a GPU (2026-12-01), part 1: the W8A8 pre-attention and
-       # out_proj on the mma.sync back end, the NVFP4 Hopper path (now the sm_90a default) and
-       # the emulation under BACKEND=mma, the CUDA-graph checks (one 10-minute call)
+  promo)  # the FP8 promotion family (modes 1, 3, 4, none) at n192 and the bf16 n224 / n256
+          # tiles, with the p3 / p4 / unpromoted-n192 / n224 correctness tests
+    run 200 "$OUT/bench.log" python3 benchmarks/gemm.py --m 4824 38592 --fmt e4m3 \
+      --backend wgmma192px2 wgmma192p3x2 wgmma192p4x2 wgmma192x2 --json "$OUT/bench_gemm_fp8.json"
+    run 120 "$OUT/bench.log" python3 benchmarks/gemm.py --m 4824 9648 --fmt bf16 \
+      --backend wgmma256x2 wgmma224x2 --json "$OUT/bench_gemm_bf16.json"
+    run 90 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "p3 or p4 or n192-p0 or n224"
+    ;;
+  ops-check)  # the FP8 operators at the sizes that run their clustered kernels, then their
+              # benchmark at M = 4824 and 38592
+    run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py tests/test_out_proj_gpu.py \
+      tests/test_mlp_gpu.py -k "(test_fp8_pre_attention and 4824) or (test_fp8_out_proj and int64 \
+      and (4824 or 38592)) or (fused_quantization and 4824) or (test_mlp_fp8 and (4824 or 257))"
+    run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --m 4824 38592 --json "$OUT/bench_ops_fp8.json"
+    ;;
+  new)  # what has not yet passed on a GPU (2026-12-01), part 1: the W8A8 pre-attention on the
+       # mma.sync back end, the NVFP4 Hopper path and the emulation, the CUDA-graph checks
     run 280 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
       -k "fp8_pre_attention_mma_backend or graph or nvfp4"
-    run 250 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "mma_backend or graph or nvfp4"
-    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "p3"
     ;;
-  new-mlp)  # part 2: the MLP on the mma.sync back end and its graph checks, the block example
-    run 330 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "mma_backend or graph or largest"
-    run 180 "$OUT/tests.log" "${PYTEST[@]}" tests/test_examples.py -k h3_block
+  new-mlp)  # part 2: out_proj and the MLP on the mma.sync back end, the NVFP4 out_proj Hopper
+           # path, their graph checks, the MLP at the largest M, the block example
+    run 250 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "mma_backend or graph or nvfp4"
+    run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "mma_backend or graph or largest"
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_examples.py -k h3_block
     ;;
   new-ops)  # the quantized operators (one 10-minute call, little margin: out_proj + mlp take
             # ~4 minutes with their host references)
@@ -71,7 +87,7 @@ case "$MODE" in
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
       nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
-  *) echo "mode: expected tests, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
+  *) echo "mode: expected tests, promo, ops-check, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status

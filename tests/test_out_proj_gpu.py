@@ -80,12 +80,15 @@ def test_fp8_out_proj_fused_quantization(m, rng, monkeypatch):
 
 
 @pytest.mark.parametrize("m", (1, 129, 4097))
-def test_nvfp4_out_proj(m, rng):
-    """W4A4 out_proj (on the H200: the exact bf16 emulation of the block-scaled MMA)."""
+def test_nvfp4_out_proj(m, rng, monkeypatch):
+    """W4A4 out_proj on the mma.sync back end (the block-scaled MMA on sm_120a; on the H200 its
+    exact bf16 emulation)."""
     from h3cupy.core import arch
+    from h3cupy.ops import out_proj
 
     if arch.current_target() not in ("sm_90a", "sm_120a"):
         pytest.skip("the NVFP4 out_proj runs on sm_90a and sm_120a")
+    monkeypatch.setattr(out_proj, "BACKEND", "mma")
     results = check_out_proj_nvfp4(m, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
@@ -132,8 +135,9 @@ def test_nvfp4_out_proj_hopper_path(m, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("backend", ("auto", "wgmma"))
+@pytest.mark.parametrize("backend", ("mma", "wgmma"))
 def test_nvfp4_out_proj_graph(backend, rng, monkeypatch):
+    """Graph capture and replay of the NVFP4 out_proj on the emulation and on the Hopper path."""
     from h3cupy.ops import out_proj
 
     _need_sm90()

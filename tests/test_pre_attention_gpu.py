@@ -227,13 +227,16 @@ def test_fp8_pre_attention_errors(rng):
 
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
 @pytest.mark.parametrize("m", (1, 129, 4097))
-def test_nvfp4_pre_attention(m, out_mode, rng):
-    """minimax_h3_nvfp4_pre_attention (W4A4; on the H200 the exact bf16 emulation of the
-    block-scaled MMA) in every out_mode against the reference consuming its own act_q / act_sf."""
+def test_nvfp4_pre_attention(m, out_mode, rng, monkeypatch):
+    """minimax_h3_nvfp4_pre_attention on the mma.sync back end (W4A4: the block-scaled MMA on
+    sm_120a; on the H200 its exact bf16 emulation) in every out_mode against the reference
+    consuming its own act_q / act_sf."""
     from h3cupy.core import arch
+    from h3cupy.ops import pre_attention
 
     if arch.current_target() not in ("sm_90a", "sm_120a"):
         pytest.skip("the NVFP4 pre-attention op runs on sm_90a and sm_120a")
+    monkeypatch.setattr(pre_attention, "BACKEND", "mma")
     results = check_pre_attention_nvfp4(m, out_mode, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
@@ -280,11 +283,11 @@ def test_nvfp4_dequantize_bf16(swizzled, rng):
     np.testing.assert_array_equal(got, want.astype(np.float32))  # exact: 2-bit x 4-bit products
 
 
-@pytest.mark.parametrize("backend", ("auto", "wgmma"))
+@pytest.mark.parametrize("backend", ("mma", "wgmma"))
 @pytest.mark.parametrize("out_mode", ("e4m3", "nvfp4"))
 def test_nvfp4_pre_attention_graph(out_mode, backend, rng, monkeypatch):
     """As test_fp8_pre_attention_graph for the NVFP4 op (alpha formed on the device from the
-    device act_global_scale), on its default path and on the Hopper path."""
+    device act_global_scale), on the emulation and on the Hopper path (the sm_90a default)."""
     from h3cupy.ops import pre_attention
 
     _need_sm90()

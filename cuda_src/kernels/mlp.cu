@@ -85,13 +85,13 @@ struct EpiSwiglu {
 // column is a tail (B rows past N load as zeros; y columns past 14336 are not stored).
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) mlp_fc1_fp8_x2_sm90(H3_FC1_PARAMS) {
   const EpiSwiglu epi{a_scale, w_scale, &desc_y, M, N};
-  gemm_sm90_body<1, 192, 1, 2>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 // Small M: single CTAs, 128 x 128 tiles.
 __global__ void __launch_bounds__(384, 1) mlp_fc1_fp8_sm90(H3_FC1_PARAMS) {
   const EpiSwiglu epi{a_scale, w_scale, &desc_y, M, N};
-  gemm_sm90_body<1, 128, 1, 1>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 #undef H3_FC1_PARAMS

@@ -186,13 +186,13 @@ struct ProQuantRowsFp8 {
 // M > 256: clusters of two, 128 x 192 tiles.
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) out_proj_fp8_x2_sm90(H3_OP_PARAMS) {
   H3_OP_EPI(false);
-  gemm_sm90_body<1, 192, 1, 2>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 // Small M: single CTAs, 128 x 128 tiles.
 __global__ void __launch_bounds__(384, 1) out_proj_fp8_sm90(H3_OP_PARAMS) {
   H3_OP_EPI(false);
-  gemm_sm90_body<1, 128, 1, 1>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 // The single-launch forms: attn_out quantized by the spare producer warps (ProQuantRowsFp8).
@@ -205,14 +205,14 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
     out_proj_fp8_fused_x2_sm90(H3_OP_FUSED_PARAMS) {
   H3_OP_EPI(true);
   H3_OP_PRO;
-  gemm_sm90_body<1, 192, 1, 2, EpiGatedResidual<true>, false, ProQuantRowsFp8>(
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 2, EpiGatedResidual<true>, false, ProQuantRowsFp8>(
       desc_a, desc_b, M, N, k_bytes, epi, pro);
 }
 
 __global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PARAMS) {
   H3_OP_EPI(true);
   H3_OP_PRO;
-  gemm_sm90_body<1, 128, 1, 1, EpiGatedResidual<true>, false, ProQuantRowsFp8>(
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 1, EpiGatedResidual<true>, false, ProQuantRowsFp8>(
       desc_a, desc_b, M, N, k_bytes, epi, pro);
 }
 

@@ -41,13 +41,13 @@ namespace h3 {
 template <int kOut>
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_fp8_x2_sm90(H3_PA8_PARAMS) {
   H3_PA8_EPI;
-  gemm_sm90_body<1, 128, 1, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
 }
 
 template <int kOut>
 __global__ void __launch_bounds__(384, 1) pre_attention_fp8_sm90(H3_PA8_PARAMS) {
   H3_PA8_EPI;
-  gemm_sm90_body<1, 128, 1, 1>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 1>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
 }
 
 #undef H3_PA8_EPI

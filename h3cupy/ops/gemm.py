@@ -154,8 +154,9 @@ def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, ou
 #: fmt -> (template code, operand format)
 WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: the instantiated (fmt, tile N, FP8 promotion, cluster size) variants of the sm_90a engine.
-#: Promotion 0: none; 1: one fresh fragment per k-tile (the warpgroup waits before adding); 3: one
-#: fresh fragment per two k-tiles (half the waits; opt-in until measured, NOTES.md).
+#: Promotion 0: none; 1: one fresh fragment per k-tile (the warpgroup waits before adding); 3 / 4:
+#: one fresh fragment per two / four k-tiles (1/2 / 1/4 of the waits; opt-in until measured,
+#: NOTES.md). The unpromoted n192 variant is benchmark-only (it isolates the cost of promotion).
 #: (Mode 2, two fresh fragments used alternately, exists in the engine but measured 0.6x of
 #: mode 1 on the H200: benchmarks/NOTES.md.)
 #: Cluster 2 multicasts the B tile between two vertically adjacent tiles (large M); cluster 1 is
@@ -166,13 +167,23 @@ WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: cooperative one (both warpgroups on one 128 x N tile).
 WGMMA_VARIANTS = (
     ("bf16", 256, 0, 2, False),
+    ("bf16", 224, 0, 2, False),
     ("bf16", 128, 0, 2, True),
+    ("bf16", 128, 0, 2, False),
     ("bf16", 128, 0, 1, False),
     ("e4m3", 192, 1, 2, False),
     ("e4m3", 128, 1, 1, False),
+    ("e4m3", 128, 3, 1, False),
     ("e4m3", 256, 0, 2, False),
     ("e4m3", 192, 3, 2, False),
+    ("e4m3", 192, 4, 2, False),
+    ("e4m3", 192, 0, 2, False),
 )
+
+
+#: The engine's default FP8 promotion mode, the same as the operators' kernels
+#: (``kOpsFp8Promote`` in gemm_sm90.cuh): mode 3 measured 3-5% faster than mode 1 on the H200.
+FP8_PROMOTE = 3
 
 
 def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int, pingpong: bool) -> str:
@@ -192,19 +203,48 @@ def wgmma_smem_bytes(tile_n: int) -> int:
     return stages * stage + staging + (2 * stages + 2) * 8 + 1024
 
 
-def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, pingpong=None):
+#: Clusters of two resident on an H200 (132 SMs; cuOccupancyMaxActiveClusters measured 66).
+_WAVE_CLUSTERS = 66
+
+
+def bf16_tile_n(m: int, n: int, clusters: int = _WAVE_CLUSTERS) -> int:
+    """Tile N of the bf16 engine for an [m, n] output: 256, or 224 where it fills the last
+    wave of tile pairs better. Modelled time ~ waves x tile N (a tile's MMA time is linear in
+    its width); 224 is taken only when that is over 2% shorter (its per-tile efficiency is a
+    little lower). N = 5376 at M = 4824: 399 pairs of n256 tiles = 6.05 waves of 66 (7 run,
+    86% full) against 456 pairs of n224 = 6.9 (7 run, 99% full)."""
+    m_tiles = -(-m // 128)
+    pairs = -(-m_tiles // 2)
+
+    def cost(tn: int) -> int:
+        return -(-(pairs * -(-n // tn)) // clusters) * tn
+
+    return 224 if cost(224) < 0.98 * cost(256) else 256
+
+
+def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, pingpong=None, n=None):
     """The engine variant for a problem, as (tile N, promotion mode, cluster, ping-pong).
 
     Defaults: FP8 always promotes (Hopper's FP8 wgmma keeps ~14 accumulator bits); M > 256 runs
-    clusters of two (bf16 n256, FP8 n192), smaller M a single-CTA n128 variant. ``promote`` may
-    be a bool (True: promote) or a mode 0 / 1 / 3 (see :data:`WGMMA_VARIANTS`).
+    clusters of two (bf16 n256 or n224 by :func:`bf16_tile_n` when ``n`` is given, FP8 n192).
+    M <= 256 runs n128 tiles: bf16 in clusters of two, whose CTAs each load half of the weight
+    tile (the weight stream is the whole cost there, and M = 129's two M-tiles would otherwise
+    both read it), FP8 on single CTAs. ``promote`` may be a bool (True: promote) or a mode
+    0 / 1 / 3 / 4 (see :data:`WGMMA_VARIANTS`).
     """
+    small = m <= 256
     if cluster is None:
-        cluster = 2 if m > 256 or (tile_n is not None and tile_n != 128) else 1
+        wide = tile_n is not None and tile_n != 128
+        cluster = 2 if not small or fmt == "bf16" or wide else 1
     if tile_n is None:
-        tile_n = 128 if cluster == 1 else (256 if fmt == "bf16" else 192)
+        if small or cluster == 1:
+            tile_n = 128
+        elif fmt == "bf16":
+            tile_n = bf16_tile_n(m, n) if n is not None else 256
+        else:
+            tile_n = 192
     if promote is None or promote is True:
-        promote = 0 if fmt == "bf16" or promote is None and tile_n == 256 else 1
+        promote = 0 if fmt == "bf16" or promote is None and tile_n == 256 else FP8_PROMOTE
     if pingpong is None:
         pingpong = False
     variant = (fmt, tile_n, int(promote), cluster, bool(pingpong))
@@ -237,6 +277,14 @@ def _tensor_map(ptr_: int, dtype: str, cols: int, rows: int, stride: int, box_ro
 
     box_cols = 64 if dtype == "bfloat16" else 128
     return tma.encode_2d(ptr_, dtype, cols, rows, stride, box_cols, box_rows, swizzle=128)
+
+
+@functools.lru_cache(maxsize=256)
+def _c_map_w32(ptr_: int, n: int, m: int):
+    """The bf16 output map in 32-column x 64-row boxes with the 64B swizzle (n224 epilogue)."""
+    from ..core import tma
+
+    return tma.encode_2d(ptr_, "bfloat16", n, m, n * 2, 32, 64, swizzle=64)
 
 
 def gemm_wgmma(
@@ -275,11 +323,17 @@ def gemm_wgmma(
     target = arch.device_target(at.device)
     if target != "sm_90a":
         raise RuntimeError(f"gemm_wgmma needs sm_90a (H100 / H200), this GPU is {target}")
-    tile_n, promote, cluster, pingpong = wgmma_config(fmt, m, tile_n, promote, cluster, pingpong)
+    tile_n, promote, cluster, pingpong = wgmma_config(
+        fmt, m, tile_n, promote, cluster, pingpong, n=n
+    )
     tdt = "bfloat16" if fmt == "bf16" else "uint8"
     desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
     desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, tile_n // cluster)
-    desc_c = _tensor_map(ot.ptr, "bfloat16", n, m, n * 2, 64)  # epilogue TMA-store boxes
+    # epilogue TMA-store boxes: 64 x 64 (128B swizzle), or 32 x 64 (64B) for n224 tiles
+    if (tile_n // 2 // 4) % 8 == 0:
+        desc_c = _tensor_map(ot.ptr, "bfloat16", n, m, n * 2, 64)
+    else:
+        desc_c = _c_map_w32(ot.ptr, n, m)
     name = _wgmma_name(fmt, tile_n, promote, cluster, pingpong)
     kernel = jit.get_kernel(GEMM_WGMMA, name, target)
     smem = wgmma_smem_bytes(tile_n)

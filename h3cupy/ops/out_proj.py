@@ -64,9 +64,10 @@ BACKEND = "auto"
 #: The FP8 out_proj's SM120 instruction form (SPEC §6 ``fp8_mma_form``): -1 per board, 0 legacy
 #: e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); read by the mma.sync back end.
 FP8_MMA_FORM = -1
-#: Whether BACKEND = "auto" gives the NVFP4 out_proj its Hopper path on sm_90a (False until that
-#: path has passed on a GPU; BACKEND = "wgmma" selects it).
-NVFP4_HOPPER_DEFAULT = False
+#: Whether BACKEND = "auto" gives the NVFP4 out_proj its Hopper path (bf16 wgmma on dequantized
+#: operands) on sm_90a; False runs the in-register emulation there. True since the Hopper path
+#: passed on the H200 (2026-12-01, tests/test_out_proj_gpu.py).
+NVFP4_HOPPER_DEFAULT = True
 
 
 def gated_args(rt, gt, gstride: int, rows: int, it) -> tuple:
@@ -81,6 +82,13 @@ def gemm_backend(target: str) -> str:
     if backend == "wgmma" and target != "sm_90a":
         raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
     return backend
+
+
+def nvfp4_backend(target: str) -> str:
+    """The NVFP4 out_proj's back end on ``target`` ("wgmma": the Hopper path; "mma")."""
+    if BACKEND == "auto" and not NVFP4_HOPPER_DEFAULT:
+        return "mma"  # the in-register emulation (see the constant)
+    return gemm_backend(target)
 
 
 def launch_fp8_gemm_mma(code: int, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, k) -> None:
@@ -319,9 +327,7 @@ def minimax_h3_nvfp4_out_proj(
             f"minimax_h3_nvfp4_out_proj runs on sm_120a and sm_90a in this version; this GPU is "
             f"{target}"
         )
-    backend = gemm_backend(target)
-    if BACKEND == "auto" and not NVFP4_HOPPER_DEFAULT:
-        backend = "mma"  # the verified emulation until the Hopper path has run (see the constant)
+    backend = nvfp4_backend(target)
     if backend == "wgmma":
         a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, ATTN), at)
         w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (D, ATTN), at)

@@ -64,10 +64,19 @@ SCHEDULE = "cooperative"
 #: ``m16n8k32`` e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); only the mma.sync
 #: back end reads it, and only sm_120a has form 2.
 FP8_MMA_FORM = -1
-#: Whether BACKEND = "auto" gives the NVFP4 ops their Hopper path (bf16 wgmma on dequantized
-#: operands) on sm_90a. False until that path has passed on a GPU: "auto" runs the verified
-#: in-register emulation; BACKEND = "wgmma" selects the Hopper path.
-NVFP4_HOPPER_DEFAULT = False
+#: Whether BACKEND = "auto" gives the NVFP4 op its Hopper path (bf16 wgmma on dequantized
+#: operands) on sm_90a; False runs the in-register emulation (a correctness vehicle) there.
+#: True since the Hopper path passed on the H200 (2026-12-01, tests/test_pre_attention_gpu.py).
+NVFP4_HOPPER_DEFAULT = True
+
+
+def nvfp4_backend(target: str) -> str:
+    """The NVFP4 pre-attention's back end on ``target``: "wgmma" (the Hopper path) or "mma"."""
+    auto = "wgmma" if target == "sm_90a" and NVFP4_HOPPER_DEFAULT else "mma"
+    backend = BACKEND if BACKEND != "auto" else auto
+    if backend == "wgmma" and target != "sm_90a":
+        raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
+    return backend
 
 
 def minimax_h3_bf16_pre_attention(
@@ -614,12 +623,7 @@ def minimax_h3_nvfp4_pre_attention(
             f"is {target}"
         )
 
-    # NOTE: "auto" keeps the H200-verified emulation on sm_90a until the Hopper path has run on a
-    # GPU (NVFP4_HOPPER_DEFAULT); BACKEND = "wgmma" selects the Hopper path explicitly.
-    auto = "wgmma" if target == "sm_90a" and NVFP4_HOPPER_DEFAULT else "mma"
-    backend = BACKEND if BACKEND != "auto" else auto
-    if backend == "wgmma" and target != "sm_90a":
-        raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
+    backend = nvfp4_backend(target)
     if backend == "wgmma":
         a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, D), xt)
         w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (QKV_ROWS, D), xt)

@@ -23,8 +23,9 @@
 //   bits (DeepSeek-V3 report, 3.3.2). kPromote = 1: one fresh fragment, the warpgroup waits for
 //   its k-tile before adding (two fragments, kBN <= 192). kPromote = 2: two fresh fragments used
 //   alternately, so k-tile kt + 1 is in the tensor cores while k-tile kt is added (three
-//   fragments, kBN <= 128). kPromote = 3: as 1, but a fresh fragment holds two k-tiles (256-deep
-//   FP8 sums in the tensor core, half the waits and adds of mode 1; two fragments, kBN <= 192).
+//   fragments, kBN <= 128). kPromote = 3 / 4: as 1, but a fresh fragment holds two / four
+//   k-tiles (256- / 512-deep FP8 sums in the tensor core, 1/2 / 1/4 of mode 1's waits and adds;
+//   two fragments, kBN <= 192).
 //
 // The epilogue functor receives each consumer warpgroup's fragment once per tile:
 //   epi(d, row0, col0, staging, wg): d[kBN / 2] is the 64 x kBN block at rows row0.., columns
@@ -42,10 +43,15 @@
 
 namespace h3 {
 
+// The FP8 promotion mode of the operators' kernels (pre-attention, out_proj, the MLP): one place
+// to switch it (benchmarks/NOTES.md has the measurements behind the choice).
+constexpr int kOpsFp8Promote = 3;
+
 template <int kFmt, int kBN, int kPromote, int kCluster>
 struct Sm90GemmCfg {
-  static_assert(kBN == 128 || kBN == 192 || kBN == 256, "tile N must be 128, 192 or 256");
-  static_assert(kPromote == 0 || ((kPromote == 1 || kPromote == 3) && kBN <= 192) ||
+  static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256,
+                "tile N must be 128, 192, 224 or 256");
+  static_assert(kPromote == 0 || ((kPromote == 1 || kPromote == 3 || kPromote == 4) && kBN <= 192) ||
                     (kPromote == 2 && kBN <= 128),
                 "FP8 promotion: two fragments need tile N <= 192, three tile N <= 128");
   static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
@@ -271,21 +277,60 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             issue(part, kt, true);
             wgmma_wait<0>();
             release(stage_of(kt));
+            fence_fragment(part);
 #pragma unroll
             for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
           }
-        } else if constexpr (kPromote == 3) {
+        } else if constexpr (kPromote == 3 || kPromote == 4) {
+          // A fresh fragment takes kSpan k-tiles (kSpan x 128-deep FP8 sums in the tensor core)
+          // before its fp32 add: 1 / kSpan of mode 1's drains and adds. Each k-tile is its own
+          // commit group, and its stage is released as soon as that group completes, so the
+          // producer refills the ring while the span's later k-tiles run (holding a whole span
+          // of a 4-stage ring starved it: mode 4 measured 0.66x of _scaled_mm that way).
+          // The two warpgroups' spans are offset by half a span (warpgroup 2's first span is
+          // kSpan / 2 long): they wait on the same full barriers, so aligned spans would drain the
+          // tensor cores together; offset, one warpgroup's drain and add run while the other's
+          // k-tiles are queued.
+          constexpr int kSpan = kPromote == 3 ? 2 : 4;
           float part[Cfg::kAcc];
-          for (int kt = 0; kt < k_tiles; kt += 2) {
-            const bool pair = kt + 1 < k_tiles;
-            issue(part, kt, true);
-            if (pair) issue(part, kt + 1, false);
-            wgmma_wait<0>();
-            release(stage_of(kt));
-            if (pair) release(stage_of(kt + 1));
+          auto add_part = [&]() {
+            fence_fragment(part);
 #pragma unroll
             for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
+          };
+          // n < kSpan k-tiles from kt (warpgroup 2's first span, the tail): one wait for all.
+          auto short_span = [&](int kt, int n) {
+#pragma unroll
+            for (int q = 0; q < kSpan - 1; ++q)
+              if (q < n) issue(part, kt + q, q == 0);
+            wgmma_wait<0>();
+#pragma unroll
+            for (int q = 0; q < kSpan - 1; ++q)
+              if (q < n) release(stage_of(kt + q));
+            add_part();
+          };
+          int kt = 0;
+          if (wg == 2 && k_tiles > kSpan / 2) {
+            short_span(0, kSpan / 2);
+            kt = kSpan / 2;
           }
+          for (; kt + kSpan <= k_tiles; kt += kSpan) {
+#pragma unroll
+            for (int q = 0; q < kSpan; ++q) issue(part, kt + q, q == 0);
+            // wait_group needs an immediate: q = 0..kSpan-1 leave kSpan-1-q groups pending
+            wgmma_wait<kSpan - 1>();
+            release(stage_of(kt));
+            wgmma_wait<kSpan - 2>();
+            release(stage_of(kt + 1));
+            if constexpr (kSpan == 4) {
+              wgmma_wait<1>();
+              release(stage_of(kt + 2));
+              wgmma_wait<0>();
+              release(stage_of(kt + 3));
+            }
+            add_part();
+          }
+          if (kt < k_tiles) short_span(kt, k_tiles - kt);
         } else {
           float p0[Cfg::kAcc], p1[Cfg::kAcc];
           // Issue k-tile kt into `cur` (if any remain), then retire k-tile kt - 1 from `prev`.
@@ -404,10 +449,10 @@ struct EpiScaleBf16 {
         const int row = row0 + 16 * w + mma_c_row(lane, 2 * h);
         rs[h] = row_scale != nullptr && row < M ? row_scale[row] : 1.f;
       }
-      // NOTE: column scales in batches of 8 groups, loaded before use and shared by both row
+      // NOTE: column scales in batches of 8 (n224: 4) groups, loaded before use and shared by both row
       // halves (a load-use per group leaves one memory latency exposed per group).
-      constexpr int kBatch = 8;
-      static_assert((kAcc / 4) % kBatch == 0, "whole batches of 8-column groups");
+      constexpr int kBatch = (kAcc / 4) % 8 == 0 ? 8 : 4;
+      static_assert((kAcc / 4) % kBatch == 0, "whole batches of column groups");
 #pragma unroll
       for (int j0 = 0; j0 < kAcc / 4; j0 += kBatch) {
         float2 c[kBatch];
@@ -427,10 +472,17 @@ struct EpiScaleBf16 {
           }
       }
     }
-    store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
-      const int x = col0 + 128 * p + 64 * box;
-      if (x < N) tma_store_2d(desc_c, src, x, row0);
-    });
+    if constexpr ((kAcc / 4) % 8 == 0) {
+      store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
+        const int x = col0 + 128 * p + 64 * box;
+        if (x < N) tma_store_2d(desc_c, src, x, row0);
+      });
+    } else {  // n224: 32-column boxes (desc_c has 32 x 64 boxes, 64B swizzle)
+      store_fragment_bf16_w32(d, staging, wg, [&](int box, const u8* src) {
+        const int x = col0 + 32 * box;
+        if (x < N) tma_store_2d(desc_c, src, x, row0);
+      });
+    }
   }
 };
 

@@ -26,6 +26,13 @@ template <int kPending>
 H3_DEVICE void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
+// Keeps the compiler from moving reads of a wgmma fragment above the wait that completes it
+// (the wgmma's register outputs are written asynchronously; the wait names no registers).
+template <int kN>
+H3_DEVICE void fence_fragment(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
 
 // Register budget of a warpgroup (needs __launch_bounds__(threads, 1)).
 template <int kRegs>
@@ -48,8 +55,8 @@ H3_DEVICE void setmaxnreg_dec() {
 #define H3_ACC64 \
   H3_F8(0), H3_F8(8), H3_F8(16), H3_F8(24), H3_F8(32), H3_F8(40), H3_F8(48), H3_F8(56)
 #define H3_ACC96 H3_ACC64, H3_F8(64), H3_F8(72), H3_F8(80), H3_F8(88)
-#define H3_ACC128 \
-  H3_ACC96, H3_F8(96), H3_F8(104), H3_F8(112), H3_F8(120)
+#define H3_ACC112 H3_ACC96, H3_F8(96), H3_F8(104)
+#define H3_ACC128 H3_ACC112, H3_F8(112), H3_F8(120)
 #define H3_REGS64 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -62,6 +69,14 @@ H3_DEVICE void setmaxnreg_dec() {
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define H3_REGS112 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
 #define H3_REGS128 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -84,13 +99,17 @@ H3_DEVICE void setmaxnreg_dec() {
 template <int kFmt, int kN>
 H3_DEVICE void wgmma_step(float (&d)[kN / 2], u64 desc_a, u64 desc_b, int scale_d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(kN == 128 || kN == 192 || kN == 256, "wgmma_step: N must be 128, 192 or 256");
+  static_assert(kN == 128 || kN == 192 || kN == 224 || kN == 256,
+                "wgmma_step: N must be 128, 192, 224 or 256");
   if constexpr (kFmt == 0 && kN == 128) {
     H3_WGMMA_ASM("m64n128k16.f32.bf16.bf16", H3_REGS64, "64", "65", "66", ", 0, 0")
                  : H3_ACC64 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else if constexpr (kFmt == 0 && kN == 192) {
     H3_WGMMA_ASM("m64n192k16.f32.bf16.bf16", H3_REGS96, "96", "97", "98", ", 0, 0")
                  : H3_ACC96 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (kFmt == 0 && kN == 224) {
+    H3_WGMMA_ASM("m64n224k16.f32.bf16.bf16", H3_REGS112, "112", "113", "114", ", 0, 0")
+                 : H3_ACC112 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else if constexpr (kFmt == 0 && kN == 256) {
     H3_WGMMA_ASM("m64n256k16.f32.bf16.bf16", H3_REGS128, "128", "129", "130", ", 0, 0")
                  : H3_ACC128 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
@@ -100,6 +119,9 @@ H3_DEVICE void wgmma_step(float (&d)[kN / 2], u64 desc_a, u64 desc_b, int scale_
   } else if constexpr (kFmt == 1 && kN == 192) {
     H3_WGMMA_ASM("m64n192k32.f32.e4m3.e4m3", H3_REGS96, "96", "97", "98", "")
                  : H3_ACC96 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (kFmt == 1 && kN == 224) {
+    H3_WGMMA_ASM("m64n224k32.f32.e4m3.e4m3", H3_REGS112, "112", "113", "114", "")
+                 : H3_ACC112 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else {
     H3_WGMMA_ASM("m64n256k32.f32.e4m3.e4m3", H3_REGS128, "128", "129", "130", "")
                  : H3_ACC128 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
@@ -111,10 +133,12 @@ H3_DEVICE void wgmma_step(float (&d)[kN / 2], u64 desc_a, u64 desc_b, int scale_
 
 #undef H3_WGMMA_ASM
 #undef H3_ACC128
+#undef H3_ACC112
 #undef H3_ACC96
 #undef H3_ACC64
 #undef H3_F8
 #undef H3_REGS128
+#undef H3_REGS112
 #undef H3_REGS96
 #undef H3_REGS64
 
