@@ -3,12 +3,13 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
 # promo: the FP8 promotion modes and the bf16 tile widths, benchmarked and tested; ops-check:
-# the FP8 operators' main tests and their benchmark.
+# the FP8 operators' main tests and their benchmark; prefetch: the gated residual's TMA
+# prefetch and the bf16 small-M clusters, tested and timed.
 # new / new-mlp: only the tests that have not yet passed on a GPU; new-ops: the quantized
 # operators' tests.
 # bench / bench-ops: the benchmarks (engine and BF16 op / the W8A8 ops).
@@ -50,6 +51,26 @@ case "$MODE" in
       and (4824 or 38592)) or (fused_quantization and 4824) or (test_mlp_fp8 and (4824 or 257))"
     run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --m 4824 38592 --json "$OUT/bench_ops_fp8.json"
     ;;
+  prefetch)  # the gated-residual epilogue with the TMA-prefetched residual (out_proj, the MLP's
+             # FC2) and the bf16 small-M clusters: tests, then the FP8 ops with a per-kernel
+             # breakdown and the engine at M = 1 / 129
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "bf16-n128-p0-x2 or deterministic"
+    run 170 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "fp8 and not mma_backend"
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "not mma_backend and not largest"
+    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --m 4824 38592 --breakdown \
+      --json "$OUT/bench_ops_fp8.json"
+    run 60 "$OUT/bench.log" python3 benchmarks/gemm.py --m 1 129 --fmt bf16 --backend wgmma \
+      --json "$OUT/bench_gemm_small.json"
+    ;;
+  final)  # the FC1 epilogue's branch-free division (exhaustive) and the MLP on it, the small-M
+          # defaults, then the W8A8 and W4A4 operators at every centre
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "swiglu_division or \
+      (test_mlp_fp8 and (129 or 257 or 4824)) or fused_y or (graph and not mma)"
+    run 30 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "deterministic or bf16-n128"
+    run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --breakdown --json "$OUT/bench_ops_fp8.json"
+    run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
+      nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
+    ;;
   new)  # what has not yet passed on a GPU (2026-12-01), part 1: the W8A8 pre-attention on the
        # mma.sync back end, the NVFP4 Hopper path and the emulation, the CUDA-graph checks
     run 280 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
@@ -87,7 +108,7 @@ case "$MODE" in
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
       nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
-  *) echo "mode: expected tests, promo, ops-check, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
+  *) echo "mode: expected tests, promo, ops-check, prefetch, final, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status

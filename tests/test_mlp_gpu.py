@@ -119,3 +119,46 @@ def test_mlp_fp8_graph(form, rng, monkeypatch):
     results = check_mlp_fp8(257, rng, graph=True)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
+
+
+def test_swiglu_division_exhaustive():
+    """The FC1 epilogue's branch-free division (quant.cuh div_rn_ge1) against __fdiv_rn for every
+    bf16 value of g (the epilogue's g is always one) with b = 1 + expf(-g) as the epilogue forms
+    it: bit-identical wherever it declares itself exact (elsewhere the epilogue redoes the
+    division with __fdiv_rn), and exact for every finite g down to -69 (the SwiGLU inputs any
+    real activation produces)."""
+    import cupy
+
+    from h3cupy.core import interop
+    from h3cupy.core.launch import i32, launch, ptr
+    from h3cupy.testing import poison
+    from h3cupy.weights import _kernel
+
+    _need_sm90()
+    bits = cupy.arange(65536, dtype=np.uint32).astype(np.uint16)
+    fast = cupy.empty(65536, np.float32)
+    ieee = cupy.empty(65536, np.float32)
+    exact = cupy.empty(65536, np.uint8)
+    poison(fast, ieee, exact)
+    t = [
+        interop.as_tensor(a, n) for a, n in ((bits, "bits"), (fast, "f"), (ieee, "i"), (exact, "e"))
+    ]
+    launch(
+        _kernel("swiglu_div_probe_smxx", bits.device.id),
+        256,
+        256,
+        (ptr(t[0]), i32(65536), ptr(t[1]), ptr(t[2]), ptr(t[3])),
+        tensors=t,
+    )
+    g = cupy.asnumpy(bits).view(np.uint16).astype(np.uint32) << 16
+    g = g.view(np.float32)
+    f, i, e = cupy.asnumpy(fast), cupy.asnumpy(ieee), cupy.asnumpy(exact).astype(bool)
+    same = f.view(np.uint32) == i.view(np.uint32)
+    assert bool(same[e].all()), f"{int((~same[e]).sum())} of {int(e.sum())} declared-exact differ"
+    normal = (
+        np.isfinite(g)
+        & (g >= -69.0)
+        & ((np.abs(g) >= 2.0**-100) | (g == 0))
+        & (np.abs(g) <= 2.0**100)
+    )
+    assert bool(e[normal].all()), f"{int((~e[normal]).sum())} ordinary inputs took the slow path"

@@ -12,6 +12,7 @@
 // FC2 reuses the out_proj kernels (out_proj.cu: gated-residual epilogue) on y's per-token FP8.
 #include "h3/gemm_mma_tma.cuh"
 #include "h3/gemm_sm90.cuh"
+#include "h3/quant.cuh"
 
 namespace h3 {
 
@@ -42,25 +43,36 @@ struct EpiSwiglu {
       const int row = row0 + 16 * w + lane / 4 + 8 * h;
       as[h] = row < M ? a_scale[row] : 0.f;
     }
+    // y into its own half-width fragment (group b -> FFN columns col0 / 2 + 8b ..., the layout
+    // store_fragment_bf16_w32 expects), d kept for the rare exact re-division below.
+    float yh[kAcc / 2];
+    bool exact = true;
+    auto swiglu = [&](int b, int h, int e, bool fast) {
+      const float g =
+          round_bf16((d[4 * (2 * b) + 2 * h + e] * as[h]) * (e ? wg_s[b].y : wg_s[b].x));
+      const float u =
+          round_bf16((d[4 * (2 * b + 1) + 2 * h + e] * as[h]) * (e ? wu_s[b].y : wu_s[b].x));
+      const float den = 1.f + expf(-g);
+      const float q = fast ? div_rn_ge1(g, den, exact) : __fdiv_rn(g, den);
+      yh[4 * b + 2 * h + e] = round_bf16(round_bf16(q) * u);
+    };
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int b = 0; b < kBlocks; ++b) {
-        const float ws_g[2] = {wg_s[b].x, wg_s[b].y}, ws_u[2] = {wu_s[b].x, wu_s[b].y};
-        float y[2];
+      for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float g = round_bf16((d[4 * (2 * b) + 2 * h + e] * as[h]) * ws_g[e]);
-          const float u = round_bf16((d[4 * (2 * b + 1) + 2 * h + e] * as[h]) * ws_u[e]);
-          const float silu = round_bf16(__fdiv_rn(g, 1.f + expf(-g)));
-          y[e] = round_bf16(silu * u);
-        }
-        // NOTE: in place, ascending b: target 4b + k never overlaps a later block's sources.
-        d[4 * b + 2 * h] = y[0];
-        d[4 * b + 2 * h + 1] = y[1];
-      }
+        for (int e = 0; e < 2; ++e) swiglu(b, h, e, true);
+    // Some g outside div_rn_ge1's range (|g| > 2^100, 0 < |g| < 2^-100, or g below about -69):
+    // this thread redoes its fragment with IEEE divisions (unrolled: a runtime index would put
+    // the fragments in local memory).
+    if (!exact) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int b = 0; b < kBlocks; ++b)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) swiglu(b, h, e, false);
     }
-    float(&yh)[kAcc / 2] = *reinterpret_cast<float(*)[kAcc / 2]>(&d[0]);
     const int ffn = N / 2, ycol0 = col0 / 2;
     store_fragment_bf16_w32(yh, staging, wg, [&](int box, const u8* src) {
       const int x = ycol0 + 32 * box;

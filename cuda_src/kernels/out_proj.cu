@@ -20,8 +20,14 @@ namespace h3 {
 // through L2 (ld.global.cg), never through the read-only path.
 // kAlpha: o = bf16(acc * alpha) instead (the NVFP4 op's Hopper path on dequantized operands;
 // act_scale and w_scale unused).
-template <bool kLiveScale, bool kAlpha = false>
+// kResTma: the residual tile comes by TMA (desc_res: 64 x 64 boxes, 128B swizzle, the layout of
+// the output staging) into the warpgroup's full-width staging buffer while the mainloop runs
+// (the engine's epilogue prefetch); each thread reads its residual pairs from shared memory at
+// the addresses its outputs then overwrite. Without it, each thread loads its residual pairs
+// from global memory in the epilogue (one exposed DRAM latency per batch of column groups).
+template <bool kLiveScale, bool kAlpha = false, bool kResTma = false>
 struct EpiGatedResidual {
+  static constexpr bool kPrefetch = kResTma;
   const float* act_scale;               // [M]
   const float* __restrict__ w_scale;    // [N]
   const bf16_t* residual;               // [M, N] (may alias the output)
@@ -31,6 +37,23 @@ struct EpiGatedResidual {
   int index_is_64, M, N;
   const TmaDesc* desc_out;              // out [M, N] bf16, 64 x 64 boxes, 128B swizzle
   float alpha = 1.f;                    // kAlpha
+  const TmaDesc* desc_res = nullptr;    // kResTma: residual [M, N], boxes as desc_out
+
+  // kResTma: the residual block [row0, row0 + 64) x [col0, col0 + kBN) into `staging` (box b of 64
+  // columns at b * 8 KiB), completing on `bar`; issued by the warpgroup's thread 0, the one that
+  // issued the previous tile's output stores from this buffer (so it can wait for their reads).
+  template <int kBN>
+  H3_DEVICE void prefetch(int row0, int col0, u8* staging, u64* bar) const {
+    if (threadIdx.x % 128 != 0) return;
+    bulk_wait_read();
+    int boxes = 0;
+#pragma unroll
+    for (int b = 0; b < kBN / 64; ++b) boxes += col0 + 64 * b < N;
+    mbar_arrive_expect_tx(bar, boxes * 8192);
+#pragma unroll
+    for (int b = 0; b < kBN / 64; ++b)
+      if (col0 + 64 * b < N) tma_load_2d(staging + b * 8192, desc_res, col0 + 64 * b, row0, bar);
+  }
 
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
@@ -72,7 +95,15 @@ struct EpiGatedResidual {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const bool ok = in[h] && col < N;
-          rv[h][t] = ok ? *reinterpret_cast<const u32*>(rrow[h] + col) : 0u;
+          if constexpr (kResTma) {
+            // zeros past M / N come with the TMA box (nothing is stored there)
+            asm volatile("ld.shared.u32 %0, [%1];"
+                         : "=r"(rv[h][t])
+                         : "r"(staging_pair_addr(smem_addr(staging), j0 + t, h, w, lane))
+                         : "memory");
+          } else {
+            rv[h][t] = ok ? *reinterpret_cast<const u32*>(rrow[h] + col) : 0u;
+          }
           gv[h][t] = ok ? *reinterpret_cast<const u32*>(grow[h] + col) : 0u;
         }
       }
@@ -97,10 +128,17 @@ struct EpiGatedResidual {
           d[4 * j + 2 * h + 1] = v1;
         }
     }
-    store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
-      const int x = col0 + 128 * p + 64 * box;
-      if (x < N) tma_store_2d(desc_out, src, x, row0);
-    });
+    if constexpr (kResTma) {
+      store_fragment_bf16_full(d, staging, wg, [&](int box, const u8* src) {
+        const int x = col0 + 64 * box;
+        if (x < N) tma_store_2d(desc_out, src, x, row0);
+      });
+    } else {
+      store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
+        const int x = col0 + 128 * p + 64 * box;
+        if (x < N) tma_store_2d(desc_out, src, x, row0);
+      });
+    }
   }
 };
 
@@ -172,15 +210,16 @@ struct ProQuantRowsFp8 {
 
 #define H3_OP_PARAMS                                                                         \
   const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,            \
-      const __grid_constant__ TmaDesc desc_out, int M, int N, int k_bytes,                   \
+      const __grid_constant__ TmaDesc desc_out, const __grid_constant__ TmaDesc desc_res,    \
+      int M, int N, int k_bytes,                                                             \
       const float *act_scale, const float *__restrict__ w_scale,                             \
       const bf16_t *residual, const bf16_t *__restrict__ gate, long long gate_stride,         \
       long long rows, const void *__restrict__ gate_index, int index_is_64
 
 #define H3_OP_EPI(LIVE)                                                                  \
-  const EpiGatedResidual<LIVE> epi {                                                     \
+  const EpiGatedResidual<LIVE, false, true> epi {                                        \
     act_scale, w_scale, residual, gate, gate_stride, rows, gate_index, index_is_64, M, N, \
-        &desc_out                                                                        \
+        &desc_out, 1.f, &desc_res                                                        \
   }
 
 // M > 256: clusters of two, 128 x 192 tiles.
@@ -205,14 +244,16 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
     out_proj_fp8_fused_x2_sm90(H3_OP_FUSED_PARAMS) {
   H3_OP_EPI(true);
   H3_OP_PRO;
-  gemm_sm90_body<1, 192, kOpsFp8Promote, 2, EpiGatedResidual<true>, false, ProQuantRowsFp8>(
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 2, EpiGatedResidual<true, false, true>, false,
+                 ProQuantRowsFp8>(
       desc_a, desc_b, M, N, k_bytes, epi, pro);
 }
 
 __global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PARAMS) {
   H3_OP_EPI(true);
   H3_OP_PRO;
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 1, EpiGatedResidual<true>, false, ProQuantRowsFp8>(
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 1, EpiGatedResidual<true, false, true>, false,
+                 ProQuantRowsFp8>(
       desc_a, desc_b, M, N, k_bytes, epi, pro);
 }
 

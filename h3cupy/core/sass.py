@@ -79,7 +79,7 @@ def disassemble(spec: jit.ModuleSpec, target: str) -> str:
 
 
 _FUNC = re.compile(r"^\s+Function : (\S+)", re.M)
-_INSTR = re.compile(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 
 
 def opcodes(sass: str) -> dict[str, collections.Counter]:

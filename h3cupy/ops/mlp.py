@@ -205,28 +205,21 @@ def minimax_h3_mlp_fp8_sm120(
             (ptr(yt), i32(FFN), ptr(None), ptr(yq), ptr(ysc)),
             tensors=[yt, yq, ysc],
         )
-    tile_n = 192 if cluster == 2 else 128
-    name2 = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
-    kernel2 = jit.get_kernel(out_proj.OUT_PROJ, name2, target)
-    smem2 = gemm.wgmma_smem_bytes(tile_n)
-    launch(
-        kernel2,
-        gemm.engine_grid(kernel2, m, D, tile_n, cluster, smem2, dev),
-        384,
-        (
-            gemm._tensor_map(yq.ptr, "uint8", FFN, m, FFN, 128),
-            gemm._tensor_map(w2.ptr, "uint8", FFN, D, FFN, tile_n // cluster),
-            gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64),
-            i32(m),
-            i32(D),
-            i32(FFN),
-            ptr(ysc),
-            ptr(s2),
-            *out_proj.gated_args(rt, gt, g_stride, rows, it),
-            *extra,
-        ),
-        tensors=[yt, yq, ysc, w2, s2, rt, gt, it, ot] + ([ft] if ft is not None else []),
-        smem=smem2,
+    out_proj.launch_fp8_gemm_wgmma(
+        yq,
+        ysc,
+        w2,
+        s2,
+        rt,
+        gt,
+        g_stride,
+        rows,
+        it,
+        ot,
+        m,
+        FFN,
+        extra,
+        [yt] + ([ft] if ft is not None else []),
     )
     return interop.export(ot)
 

@@ -91,6 +91,42 @@ def nvfp4_backend(target: str) -> str:
     return gemm_backend(target)
 
 
+def launch_fp8_gemm_wgmma(
+    aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m: int, k: int, fused: tuple, more: list
+) -> None:
+    """The FP8 GEMM with the gated-residual epilogue on the sm_90a engine (out_proj and the MLP's
+    FC2): ``out[m, 5376] = bf16(residual + bf16(gate[i] * o))`` over act_q ``[m, k]``, the
+    residual tile prefetched by TMA under the mainloop. ``fused``: the single-launch form's
+    extra arguments (source, act_q, tile counters), or empty; ``more``: further tensors whose
+    stream the launch follows."""
+    dev = aq.device
+    cluster = 2 if m > 256 else 1
+    tile_n = 192 if cluster == 2 else 128
+    name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
+    kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
+    smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True)
+    launch(
+        kernel,
+        gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev),
+        384,
+        (
+            gemm._tensor_map(aq.ptr, "uint8", k, m, k, 128),
+            gemm._tensor_map(wq.ptr, "uint8", k, D, k, tile_n // cluster),
+            gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64),
+            gemm._tensor_map(rt.ptr, "bfloat16", D, m, D * 2, 64),
+            i32(m),
+            i32(D),
+            i32(k),
+            ptr(asc),
+            ptr(ws),
+            *gated_args(rt, gt, gstride, rows, it),
+            *fused,
+        ),
+        tensors=[*more, aq, asc, wq, ws, gt, it, rt, ot],
+        smem=smem,
+    )
+
+
 def launch_fp8_gemm_mma(code: int, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, k) -> None:
     """The FP8 GEMM with the gated-residual epilogue on the mma.sync back end (out_proj and the
     MLP's FC2): ``out[m, 5376] = bf16(residual + bf16(gate[i] * o))`` over act_q ``[m, k]``;
@@ -234,33 +270,7 @@ def minimax_h3_fp8_out_proj(
         form = arch.fp8_mma_code(FP8_MMA_FORM, target, arch.device_name(dev))
         launch_fp8_gemm_mma(form, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, ATTN)
         return interop.export(ot)
-    cluster = 2 if m > 256 else 1
-    tile_n = 192 if cluster == 2 else 128
-    name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
-    kernel = jit.get_kernel(OUT_PROJ, name, target)
-    desc_a = gemm._tensor_map(aq.ptr, "uint8", ATTN, m, ATTN, 128)
-    desc_b = gemm._tensor_map(wq.ptr, "uint8", ATTN, D, ATTN, tile_n // cluster)
-    desc_out = gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64)
-    smem = gemm.wgmma_smem_bytes(tile_n)
-    launch(
-        kernel,
-        gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev),
-        384,
-        (
-            desc_a,
-            desc_b,
-            desc_out,
-            i32(m),
-            i32(D),
-            i32(ATTN),
-            ptr(asc),
-            ptr(ws),
-            *gated_args(rt, gt, gstride, rows, it),
-            *extra,
-        ),
-        tensors=[at, aq, asc, wq, ws, gt, it, rt, ot],
-        smem=smem,
-    )
+    launch_fp8_gemm_wgmma(aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, ATTN, extra, [at])
     return interop.export(ot)
 
 
@@ -302,12 +312,11 @@ def minimax_h3_nvfp4_out_proj(
 
     sm_120a: two launches (NVFP4 quantization of attn_out, then the block-scaled
     ``kind::mxf4nvf4`` GEMM with the gated-residual epilogue; compile-checked only). sm_90a: by
-    default the in-register emulation (correct, slow; H200-verified 2026-12-01); with
-    :data:`BACKEND` = ``"wgmma"`` the Hopper path: the quantization, a' = e2m1 * sf and
-    w' = e2m1 * sf dequantized to bf16 (exact), then the bf16 wgmma engine with
-    ``o = bf16(acc * alpha)`` and the gated residual (compile-checked, not yet run; the default
-    once it has passed, :data:`NVFP4_HOPPER_DEFAULT`). No host sync; with ``out`` and every
-    workspace supplied, no allocation.
+    default the Hopper path: the quantization, a' = e2m1 * sf and w' = e2m1 * sf dequantized
+    to bf16 (exact), then the bf16 wgmma engine with ``o = bf16(acc * alpha)`` and the gated
+    residual (H200-verified 2026-12-01; :data:`NVFP4_HOPPER_DEFAULT`); with :data:`BACKEND` =
+    ``"mma"`` the in-register emulation of the block-scaled MMA (correct, slow). No host sync;
+    with ``out`` and every workspace supplied, no allocation.
     """
     from ..core import tma
     from ..weights import _kernel as quant_kernel

@@ -578,12 +578,11 @@ def minimax_h3_nvfp4_pre_attention(
         ``PreAttentionOutput(q, k, v, q_sf, k_sf, v_sf)``.
 
     Runs on sm_120a (block-scaled ``kind::mxf4nvf4`` MMA; compile-checked only) and sm_90a: by
-    default the in-register emulation of the block-scaled MMA (correct, slow; H200-verified
-    2026-12-01), or with :data:`BACKEND` = ``"wgmma"`` the Hopper path (a' = e2m1 * sf and
-    w' = e2m1 * sf dequantized to bf16, exact, then the bf16 wgmma engine with
-    ``y = bf16(acc * alpha)``; compile-checked, not yet run; the default once it has passed,
-    :data:`NVFP4_HOPPER_DEFAULT`). No host sync; with every output and workspace supplied, no
-    allocation.
+    default the Hopper path (a' = e2m1 * sf and w' = e2m1 * sf dequantized to bf16, exact,
+    then the bf16 wgmma engine with ``y = bf16(acc * alpha)``; H200-verified 2026-12-01,
+    :data:`NVFP4_HOPPER_DEFAULT`), or with :data:`BACKEND` = ``"mma"`` the in-register emulation
+    of the block-scaled MMA (correct, slow). No host sync; with every output and workspace
+    supplied, no allocation.
     """
     from ..core import tma
     from .gemm import _scalar_arg

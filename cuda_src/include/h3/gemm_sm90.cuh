@@ -47,7 +47,26 @@ namespace h3 {
 // to switch it (benchmarks/NOTES.md has the measurements behind the choice).
 constexpr int kOpsFp8Promote = 3;
 
-template <int kFmt, int kBN, int kPromote, int kCluster>
+// Epilogues may declare `static constexpr bool kPrefetch = true` and a member
+//   template <int kBN> void prefetch(int row0, int col0, u8* staging, u64* bar) const
+// which every consumer thread calls once per tile, right after the tile's first k-tile of
+// wgmma is issued; it may start TMA loads of epilogue operands into the warpgroup's staging
+// buffer (then 64 x kBN bf16: full width) completing on `bar`. The engine waits on `bar` before
+// calling the epilogue, so the loads run under the mainloop instead of in the epilogue.
+template <class E>
+struct EpiPrefetches {
+  template <class U>
+  __host__ __device__ static constexpr bool test(decltype(&U::kPrefetch)) {
+    return U::kPrefetch;
+  }
+  template <class U>
+  __host__ __device__ static constexpr bool test(...) {
+    return false;
+  }
+  static constexpr bool value = test<E>(nullptr);
+};
+
+template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false>
 struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256,
                 "tile N must be 128, 192, 224 or 256");
@@ -63,13 +82,16 @@ struct Sm90GemmCfg {
   static constexpr int kStageBytes = kABytes + kBBytes;
   // Epilogue staging: per consumer warpgroup two 64 x 64 bf16 boxes (128B-swizzled, 8 KiB each)
   // that the TMA store drains while the next tile's mainloop runs.
-  static constexpr int kStagingBytes = 2 * 2 * 8192;
+  // With kFullStaging (prefetching epilogues) each warpgroup's buffer holds its whole 64 x kBN
+  // bf16 block, so a prefetched operand tile and the output share it.
+  static constexpr int kStagingBytes =
+      kFullStaging && 2 * 64 * kBN * 2 > 2 * 2 * 8192 ? 2 * 64 * kBN * 2 : 2 * 2 * 8192;
   static constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block
   static constexpr int kRingBudget = kSmemLimit - 1024 - kStagingBytes - 256;
   static constexpr int kStages = kRingBudget / kStageBytes > 6 ? 6 : kRingBudget / kStageBytes;
-  // full[S], empty[S], and the two ping-pong turn barriers
+  // full[S], empty[S], the two ping-pong turn barriers and the two epilogue-prefetch barriers
   static constexpr int kSmemBytes =
-      kStages * kStageBytes + kStagingBytes + (2 * kStages + 2) * 8 + 1024;
+      kStages * kStageBytes + kStagingBytes + (2 * kStages + 4) * 8 + 1024;
   static constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
   static constexpr int kStepBytes = 32;  // one wgmma k-step: k16 bf16 or k32 e4m3
   static constexpr int kAcc = kBN / 2;   // fp32 fragment registers per thread
@@ -104,8 +126,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                               int k_bytes, const Epi& epi, const Pro& pro = Pro{}) {
   static_assert(!kPingPong || (kPromote == 0 && kBN <= 128),
                 "ping-pong: one warpgroup holds a whole 128 x kBN tile (kBN <= 128, no promotion)");
+  constexpr bool kPf = EpiPrefetches<Epi>::value;
+  static_assert(!kPf || !kPingPong, "epilogue prefetch: cooperative schedule only");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster>;
+  using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster, kPf>;
   constexpr int S = Cfg::kStages;
   extern __shared__ u8 smem_raw[];
   // NOTE: 128B-swizzled TMA tiles and wgmma descriptors need 1024-byte aligned tile bases. The
@@ -115,6 +139,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   u64* full = reinterpret_cast<u64*>(staging + Cfg::kStagingBytes);
   u64* empty = full + S;
   u64* turn = empty + S;  // ping-pong: turn[w - 1] lets warpgroup w start its next mainloop
+  u64* pf = turn + 2;     // epilogue prefetch: pf[w - 1] completes warpgroup w's operand tile
   const int wg = threadIdx.x / 128;
   const int k_tiles = k_bytes / Cfg::kBKBytes;
   const u32 rank = kCluster > 1 ? cluster_rank() : 0;
@@ -130,6 +155,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     }
     mbar_init(&turn[0], 1);
     mbar_init(&turn[1], 1);
+    mbar_init(&pf[0], 1);
+    mbar_init(&pf[1], 1);
     if constexpr (kCluster > 1) {
       fence_barrier_init_cluster();
     } else {
@@ -239,15 +266,18 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       if (leader) bulk_wait_all();
     } else {
       float acc[Cfg::kAcc];
-      int it = 0;
-      for (int t = cluster_id; t < order.count(); t += clusters) {
+      int it = 0, tiles = 0;
+      u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / 2);
+      for (int t = cluster_id; t < order.count(); t += clusters, ++tiles) {
         int mp, nt;
         order.tile(t, mp, nt);
+        const int row0 = (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1);
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
         const int it0 = it;
         // Issue the 4 k-steps of k-tile kt into fragment f (scale_d = 0 on the first one when
-        // `fresh`); waits for the stage's TMA bytes first.
+        // `fresh`); waits for the stage's TMA bytes first. After k-tile 0, the epilogue's
+        // operand prefetch (if any) starts.
         auto issue = [&](float(&f)[Cfg::kAcc], int kt, bool fresh) {
           const int s = (it0 + kt) % S;
           mbar_wait(&full[s], ((it0 + kt) / S) & 1);
@@ -260,6 +290,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                                   wgmma_desc_k128b(b_base + Cfg::kStepBytes * k),
                                   fresh ? k : 1);
           wgmma_commit();
+          if constexpr (kPf) {
+            if (kt == 0) epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
+          }
         };
         auto stage_of = [&](int kt) { return (it0 + kt) % S; };
         if constexpr (kPromote == 0) {
@@ -352,8 +385,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           }
         }
         it += k_tiles;
-        epi(acc, (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1), nt * kBN,
-            staging + (wg - 1) * (Cfg::kStagingBytes / 2), wg);
+        if constexpr (kPf) mbar_wait(&pf[wg - 1], tiles & 1);
+        epi(acc, row0, nt * kBN, my_staging, wg);
       }
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
     }
@@ -430,6 +463,41 @@ H3_DEVICE void store_fragment_bf16_w32(const float (&d)[kAcc], u8* staging, int 
                                        const StoreBox& store) {
   store_fragment_bf16_boxes<32>(d, staging, bar_id,
                                 [&](int p, int box, const u8* src) { store(4 * p + box, src); });
+}
+
+// Shared-memory address of the bf16 pair that thread `lane` of warp `w` holds for 8-column group
+// j, row half h, in a full-width staging buffer of 64 x 64 boxes (box j / 8 at 8 KiB each, 128B
+// swizzle: the layout store_fragment_bf16 writes and a 64 x 64 TMA box with that swizzle loads).
+H3_DEVICE u32 staging_pair_addr(u32 base, int j, int h, int w, int lane) {
+  const int r = 16 * w + lane / 4 + 8 * h;
+  return base + (j / 8) * 8192 + r * 128 + (((j % 8) ^ (lane / 4)) * 16) + 4 * (lane % 4);
+}
+
+// As store_fragment_bf16, with a staging buffer holding the whole 64 x (2 kAcc) block (kAcc / 32
+// boxes of 64 columns): one pass, no wait for earlier stores (the caller has made the buffer free,
+// e.g. before prefetching an operand into it); store(box, src) issues box `box`'s TMA store.
+template <int kAcc, class StoreBox>
+H3_DEVICE void store_fragment_bf16_full(const float (&d)[kAcc], u8* staging, int bar_id,
+                                        const StoreBox& store) {
+  constexpr int kGroups = kAcc / 4;
+  static_assert(kGroups % 8 == 0, "whole 64-column boxes");
+  const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
+  const u32 base = smem_addr(staging);
+#pragma unroll
+  for (int j = 0; j < kGroups; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const u32 v = pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
+      asm volatile("st.shared.u32 [%0], %1;" ::"r"(staging_pair_addr(base, j, h, w, lane)), "r"(v)
+                   : "memory");
+    }
+  fence_proxy_async_smem();
+  named_barrier_sync(bar_id, 128);
+  if (tid == 0) {
+#pragma unroll
+    for (int box = 0; box < kGroups / 8; ++box) store(box, staging + box * 8192);
+    bulk_commit();
+  }
 }
 
 // The plain epilogue: C = bf16((acc * row_scale[m]) * col_scale[n]), scales optional, stored by TMA.
