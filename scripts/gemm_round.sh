@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 python3 -m pytest tests/test_gemm_gpu.py tests/test_mma_probe_gpu.py tests/test_tma_gpu.py -q -rs \
   -p no:cacheprovider 2>&1 | tee "$OUT/tests_gemm.log" || status=1
 if command -v compute-sanitizer >/dev/null; then
-  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py \
+  timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 scripts/memcheck_gemm.py \
     2>&1 | tail -20 | tee "$OUT/memcheck_gemm.log" || status=1
 fi
 python3 benchmarks/host_overhead.py --profile 2>&1 | tee "$OUT/host_overhead.log" || status=1

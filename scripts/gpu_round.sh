@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|final-check|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -71,6 +71,13 @@ case "$MODE" in
     run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
       nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
+  final-check)  # the last code's remaining coverage: the FP8 pre-attention on its single-CTA
+                # kernels (M <= 256, promotion mode 3), the MLP at M = 149796, the GEMM memcheck
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+      "test_fp8_pre_attention and not mma and not graph and not errors and not 4097 and not 4824"
+    run 70 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k largest
+    run 70 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 scripts/memcheck_gemm.py
+    ;;
   new)  # what has not yet passed on a GPU (2026-12-01), part 1: the W8A8 pre-attention on the
        # mma.sync back end, the NVFP4 Hopper path and the emulation, the CUDA-graph checks
     run 280 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
@@ -92,7 +99,7 @@ case "$MODE" in
          # tests are in new-ops)
     run 480 "$OUT/tests.log" "${PYTEST[@]}" tests --ignore=tests/test_out_proj_gpu.py \
       --ignore=tests/test_mlp_gpu.py -k "not fp8_pre_attention and not nvfp4_pre_attention"
-    run 90 "$OUT/tests.log" compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/memcheck_gemm.py
+    run 90 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 scripts/memcheck_gemm.py
     ;;
   selftest)  # the self-test table (every operator that runs here)
     run 540 "$OUT/selftest.log" python3 -m h3cupy.selftest --quick
@@ -108,7 +115,7 @@ case "$MODE" in
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
       nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
-  *) echo "mode: expected tests, promo, ops-check, prefetch, final, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
+  *) echo "mode: expected tests, promo, ops-check, prefetch, final, final-check, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status

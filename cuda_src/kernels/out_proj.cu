@@ -4,10 +4,11 @@
 //   out = bf16(residual[m, n] + bf16(gate[i, n] * o)),   i = gate_index[m]
 //   out = residual[m, n] exactly when i is outside [0, rows) (a select: o never reaches the row)
 // bf16 x bf16 products are exact in fp32, so the only roundings are the two bf16 ones. `out` may
-// alias `residual`: each element is read (into registers) before its tile is stored.
-// Stepping stone: the per-token FP8 quantization of attn_out runs as its own launch before this
-// one (quantize.cu); the issue's single launch (spare producer warps quantizing tiles behind
-// ready flags) comes next.
+// alias `residual`: each residual tile is read (by TMA into shared memory, or into registers)
+// before the same tile of out is stored.
+// Two forms: the per-token FP8 quantization of attn_out as its own launch before this one
+// (quantize.cu; the default, faster on the H200), or inside this launch by the spare producer
+// warps behind ready flags (out_proj.FUSED_QUANT; 1.28-1.45x the plain GEMM, NOTES.md).
 // Verified on the H200 (both forms, 2026-12-01).
 #include "h3/gemm_nvfp4.cuh"
 #include "h3/gemm_sm90.cuh"
@@ -263,7 +264,7 @@ __global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PA
 // operands a' = e2m1 * sf_a, w' = e2m1 * sf_w (exact in bf16: quantize.cu's
 // nvfp4_dequant_bf16_smxx), o = bf16(acc * alpha) with alpha formed on the device, the gated
 // residual; tiles as the bf16 GEMM's defaults (128 x 256 in clusters of two, 128 x 128 alone).
-// NOTE: compile- and SASS-checked; its GPU test has not run yet (2026-12-01).
+// Verified on the H200 (2026-12-01): the sm_90a default.
 #define H3_OPNV_PARAMS                                                                        \
   const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,            \
       const __grid_constant__ TmaDesc desc_out, int M, int N, int k_bytes,                   \
