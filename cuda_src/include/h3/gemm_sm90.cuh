@@ -70,7 +70,8 @@ template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = fal
 struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256,
                 "tile N must be 128, 192, 224 or 256");
-  static_assert(kPromote == 0 || ((kPromote == 1 || kPromote == 3 || kPromote == 4) && kBN <= 192) ||
+  static_assert(kPromote == 0 ||
+                    ((kPromote == 1 || kPromote == 3 || kPromote == 4) && kBN <= 192) ||
                     (kPromote == 2 && kBN <= 128),
                 "FP8 promotion: two fragments need tile N <= 192, three tile N <= 128");
   static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
@@ -517,8 +518,8 @@ struct EpiScaleBf16 {
         const int row = row0 + 16 * w + mma_c_row(lane, 2 * h);
         rs[h] = row_scale != nullptr && row < M ? row_scale[row] : 1.f;
       }
-      // NOTE: column scales in batches of 8 (n224: 4) groups, loaded before use and shared by both row
-      // halves (a load-use per group leaves one memory latency exposed per group).
+      // NOTE: column scales in batches of 8 (n224: 4) groups, loaded before use and shared by
+      // both row halves (a load-use per group leaves one memory latency exposed per group).
       constexpr int kBatch = (kAcc / 4) % 8 == 0 ? 8 : 4;
       static_assert((kAcc / 4) % kBatch == 0, "whole batches of column groups");
 #pragma unroll
