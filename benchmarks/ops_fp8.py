@@ -222,7 +222,9 @@ def kernel_breakdown(fn, reps: int = 5) -> dict[str, float]:
     return {k: float(np.median([r[k] for r in runs[1:]])) for k in runs[-1]}
 
 
-def run(op: str, m: int, compile_: bool, reps: int, breakdown: bool = False) -> dict:
+def run(
+    op: str, m: int, compile_: bool, reps: int, breakdown: bool = False, cluster4: bool = False
+) -> dict:
     import torch
 
     import h3cupy
@@ -274,6 +276,8 @@ def run(op: str, m: int, compile_: bool, reps: int, breakdown: bool = False) -> 
             act_q=aq_ws,
             act_scale=as_ws,
         )
+        if cluster4:  # the opt-in 2 x 2 clusters (pre_attention.FP8_CLUSTER = 4)
+            fns["h3_x4"] = with_setting(pre_attention, "FP8_CLUSTER", 4, fns["h3"])
         args = (x, w, scale, shift, idx, wq, ws, qn, kn, cs)
         chain = chain_pre
         a_in, s_in = fp8_rows(torch.randn(m, D, device="cuda").bfloat16())
@@ -429,7 +433,7 @@ def run(op: str, m: int, compile_: bool, reps: int, breakdown: bool = False) -> 
     if breakdown:
         row["kernels_ms"] = kernel_breakdown(fns["h3"])
     row["tflops"] = flops / (row["h3_ms"] * 1e-3) / 1e12
-    for k in ("eager", "compiled", "gemm", "h3_fused", "engine", "h3_emulation"):
+    for k in ("eager", "compiled", "gemm", "h3_fused", "engine", "h3_emulation", "h3_x4"):
         if f"{k}_ms" in row:
             row[f"speedup_vs_{k}"] = row[f"{k}_ms"] / row["h3_ms"]
     return row
@@ -449,6 +453,9 @@ def main() -> None:
     ap.add_argument(
         "--breakdown", action="store_true", help="also time each kernel launch of the h3cupy op"
     )
+    ap.add_argument(
+        "--cluster4", action="store_true", help="also time fp8_pre_attention on 2 x 2 clusters"
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -466,7 +473,7 @@ def main() -> None:
     nan = float("nan")
     for op in args.ops:
         for m in args.m:
-            row = run(op, m, not args.no_compile, args.reps, args.breakdown)
+            row = run(op, m, not args.no_compile, args.reps, args.breakdown, args.cluster4)
             results.append(row)
             print(
                 f"{op:<14}{m:>7}{row['h3_ms']:>9.3f}{row['tflops']:>9.0f}{row['eager_ms']:>9.3f}"
@@ -480,6 +487,8 @@ def main() -> None:
                         f" ({row['h3_fused_ms'] / row['engine_ms']:.3f}x the plain engine GEMM)"
                     )
                 print(extra)
+            if "h3_x4_ms" in row:
+                print(f"   2 x 2 clusters {row['h3_x4_ms']:.3f} ms")
             for k, v in row.get("kernels_ms", {}).items():
                 print(f"   {k:<40}{v:>9.3f} ms")
             torch.cuda.empty_cache()

@@ -3,15 +3,17 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|final-check|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|final-check|next|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
 # promo: the FP8 promotion modes and the bf16 tile widths, benchmarked and tested; ops-check:
 # the FP8 operators' main tests and their benchmark; prefetch: the gated residual's TMA
-# prefetch and the bf16 small-M clusters, tested and timed.
-# new / new-mlp: only the tests that have not yet passed on a GPU; new-ops: the quantized
-# operators' tests.
+# prefetch and the bf16 small-M clusters, tested and timed; final: the FC1 division and the
+# operators at every centre; final-check: the last code's remaining coverage; next: what was
+# written after the device budget ran out (run it first).
+# new / new-mlp: the mma.sync-back-end, NVFP4 and graph tests of the quantized ops; new-ops: the
+# quantized operators' tests.
 # bench / bench-ops: the benchmarks (engine and BF16 op / the W8A8 ops).
 # The NVRTC disk cache lives in .h3cache/ (ignored by git); its tarball is written to $OUT so a
 # later round can start warm (restore it with: tar xf h3cache.tar). Or fill it on the CPU machine
@@ -78,6 +80,17 @@ case "$MODE" in
     run 70 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k largest
     run 70 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 scripts/memcheck_gemm.py
     ;;
+  next)  # written after the device budget ran out (2026-12-01): the promoted FP8 n224 variant
+         # and the 2 x 2 clusters (engine variant and FP8 pre-attention), tested, then timed
+         # against n192 / clusters of two; memcheck with API-error reports off
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py tests/test_pre_attention_gpu.py \
+      -k "e4m3-n224 or n128-p3-x4 or cluster4"
+    run 90 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 scripts/memcheck_gemm.py
+    run 150 "$OUT/bench.log" python3 benchmarks/gemm.py --m 4824 9648 38592 --fmt e4m3 \
+      --backend wgmma192p3x2 wgmma224p3x2 wgmma128p3x4 --json "$OUT/bench_gemm_fp8_next.json"
+    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --cluster4 \
+      --json "$OUT/bench_pre_attention_fp8_x4.json"
+    ;;
   new)  # what has not yet passed on a GPU (2026-12-01), part 1: the W8A8 pre-attention on the
        # mma.sync back end, the NVFP4 Hopper path and the emulation, the CUDA-graph checks
     run 280 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
@@ -115,7 +128,7 @@ case "$MODE" in
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
       nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
-  *) echo "mode: expected tests, promo, ops-check, prefetch, final, final-check, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
+  *) echo "mode: expected tests, promo, ops-check, prefetch, final, final-check, next, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status

@@ -177,6 +177,21 @@ def test_fp8_pre_attention(m, out_mode, rng):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("out_mode", ("bf16", "nvfp4"))
+@pytest.mark.parametrize("m", (257, 300, 4097))
+def test_fp8_pre_attention_cluster4(m, out_mode, rng, monkeypatch):
+    """The FP8 op on 2 x 2 clusters (pre_attention.FP8_CLUSTER = 4: each CTA multicasts half of
+    its A tile and half of its weight tile), same checks; M = 257 and 300 leave M-tiles of a
+    cluster past M."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "FP8_CLUSTER", 4)
+    results = check_pre_attention_fp8(m, out_mode, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
 @pytest.mark.parametrize("m", (1, 129, 4097))
 def test_fp8_pre_attention_mma_backend(m, out_mode, rng, monkeypatch):

@@ -10,11 +10,14 @@ namespace h3 {
 // NOTE: clusters exist from sm_90 on; the module also compiles (to trapping stubs) elsewhere.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define H3_CLUSTER_X2 __cluster_dims__(2, 1, 1)
+#define H3_CLUSTER_X4 __cluster_dims__(4, 1, 1)
 #else
 #define H3_CLUSTER_X2
+#define H3_CLUSTER_X4
 #endif
 
-// kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
+// kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B;
+// kCluster = 4: 2 x 2 clusters, each CTA multicasting half of its A tile and half of its B tile.
 template <int kFmt, int kBN, int kPromote, bool kPingPong>
 __global__ void __launch_bounds__(384, 1) gemm_wgmma_sm90(
     const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
@@ -32,6 +35,16 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) gemm_wgmma_x2_sm90(
     const float* __restrict__ row_scale, const float* __restrict__ col_scale) {
   const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};
   gemm_sm90_body<kFmt, kBN, kPromote, 2, EpiScaleBf16, kPingPong>(desc_a, desc_b, M, N, k_bytes,
+                                                                   epi);
+}
+
+template <int kFmt, int kBN, int kPromote, bool kPingPong>
+__global__ void H3_CLUSTER_X4 __launch_bounds__(384, 1) gemm_wgmma_x4_sm90(
+    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
+    const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,
+    const float* __restrict__ row_scale, const float* __restrict__ col_scale) {
+  const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};
+  gemm_sm90_body<kFmt, kBN, kPromote, 4, EpiScaleBf16, kPingPong>(desc_a, desc_b, M, N, k_bytes,
                                                                    epi);
 }
 

@@ -157,6 +157,12 @@ WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: Promotion 0: none; 1: one fresh fragment per k-tile (the warpgroup waits before adding); 3 / 4:
 #: one fresh fragment per two / four k-tiles (1/2 / 1/4 of the waits; opt-in until measured,
 #: NOTES.md). The unpromoted n192 variant is benchmark-only (it isolates the cost of promotion).
+#: The promoted FP8 n224 variant (two 112-register fragments: consumers at 240 registers, the
+#: producer at 24) is compile-checked and opt-in until it has run (N = 5376 at M = 4824 fills its
+#: last wave: 456 tile pairs on 66 clusters against n192's 532). Cluster 4 is 2 x 2 (two M-tiles
+#: by two N-tiles; each CTA loads half of its A tile and half of its B tile and multicasts them):
+#: 1.5x fewer L2 bytes per FLOP than clusters of two for n128 tiles (the FP8 pre-attention's head
+#: tiles), compile-checked and opt-in until it has run.
 #: (Mode 2, two fresh fragments used alternately, exists in the engine but measured 0.6x of
 #: mode 1 on the H200: benchmarks/NOTES.md.)
 #: Cluster 2 multicasts the B tile between two vertically adjacent tiles (large M); cluster 1 is
@@ -178,6 +184,8 @@ WGMMA_VARIANTS = (
     ("e4m3", 192, 3, 2, False),
     ("e4m3", 192, 4, 2, False),
     ("e4m3", 192, 0, 2, False),
+    ("e4m3", 224, 3, 2, False),
+    ("e4m3", 128, 3, 4, False),
 )
 
 
@@ -187,7 +195,7 @@ FP8_PROMOTE = 3
 
 
 def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int, pingpong: bool) -> str:
-    kern = "gemm_wgmma_x2_sm90" if cluster == 2 else "gemm_wgmma_sm90"
+    kern = {1: "gemm_wgmma_sm90", 2: "gemm_wgmma_x2_sm90", 4: "gemm_wgmma_x4_sm90"}[cluster]
     return f"h3::{kern}<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {promote}, {str(pingpong).lower()}>"
 
 
@@ -260,11 +268,13 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
 
 
 def engine_grid(kernel, m: int, n: int, tile_n: int, cluster: int, smem: int, device: int) -> int:
-    """Persistent grid of the sm_90a engine: one CTA per output tile (clusters: per tile pair),
-    at most as many as can be resident at once."""
+    """Persistent grid of the sm_90a engine: one CTA per output tile (clusters: per unit of
+    cluster tiles, 2 x 1 or 2 x 2), at most as many as can be resident at once."""
     sms = arch.sm_count(device)
     m_tiles = -(-m // 128)
-    units = -(-m_tiles // cluster) * -(-n // tile_n)  # tiles, or tile pairs
+    n_tiles = -(-n // tile_n)
+    cm, cn = (2, 2) if cluster == 4 else (cluster, 1)
+    units = -(-m_tiles // cm) * -(-n_tiles // cn)  # tiles, or cluster units
     if cluster > 1:
         resident = max_active_clusters(kernel, cluster, 384, smem, sms // cluster)
     else:
@@ -330,8 +340,9 @@ def gemm_wgmma(
         fmt, m, tile_n, promote, cluster, pingpong, n=n
     )
     tdt = "bfloat16" if fmt == "bf16" else "uint8"
-    desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
-    desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, tile_n // cluster)
+    # clusters of 4 (2 x 2) load half of the A and half of the B tile per CTA
+    desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 64 if cluster == 4 else 128)
+    desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, tile_n // min(cluster, 2))
     # epilogue TMA-store boxes: 64 x 64 (128B swizzle), or 32 x 64 (64B) for n224 tiles
     if (tile_n // 2 // 4) % 8 == 0:
         desc_c = _tensor_map(ot.ptr, "bfloat16", n, m, n * 2, 64)

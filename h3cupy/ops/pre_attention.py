@@ -38,7 +38,9 @@ PRE_ATTENTION = jit.ModuleSpec(
 )
 PRE_ATTENTION_FP8 = jit.ModuleSpec(
     "kernels/pre_attention_fp8.cu",
-    tuple(f"h3::pre_attention_fp8{c}_sm90<{mode}>" for mode in range(3) for c in ("_x2", "")),
+    tuple(
+        f"h3::pre_attention_fp8{c}_sm90<{mode}>" for mode in range(3) for c in ("_x2", "_x4", "")
+    ),
 )
 OUT_MODES = ("bf16", "e4m3", "nvfp4")
 PRE_ATTENTION_FP8_MMA = jit.ModuleSpec(
@@ -64,6 +66,11 @@ SCHEDULE = "cooperative"
 #: ``m16n8k32`` e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); only the mma.sync
 #: back end reads it, and only sm_120a has form 2.
 FP8_MMA_FORM = -1
+#: The FP8 op's clusters for M > 256 on sm_90a: 2 (pairs of M-tiles multicasting the weight
+#: tile) or 4 (2 x 2: M-tile pairs by head pairs, multicasting half of each A and each B tile,
+#: 1.5x fewer L2 bytes per FLOP on its 128 x 128 head tiles; compile- and SASS-checked, opt-in
+#: until it has run: benchmarks/NOTES.md).
+FP8_CLUSTER = 2
 #: Whether BACKEND = "auto" gives the NVFP4 op its Hopper path (bf16 wgmma on dequantized
 #: operands) on sm_90a; False runs the in-register emulation (a correctness vehicle) there.
 #: True since the Hopper path passed on the H200 (2026-12-01, tests/test_pre_attention_gpu.py).
@@ -449,11 +456,13 @@ def minimax_h3_fp8_pre_attention(
             smem=gemm._MT_SMEM,
         )
         return _result(outs, sfs)
-    cluster = 2 if m > 256 else 1
-    name = f"h3::pre_attention_fp8{'_x2' if cluster == 2 else ''}_sm90<{mode}>"
+    cluster = FP8_CLUSTER if m > 256 else 1
+    suffix = {1: "", 2: "_x2", 4: "_x4"}[cluster]
+    name = f"h3::pre_attention_fp8{suffix}_sm90<{mode}>"
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
-    desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 128)
-    desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 128 // cluster)
+    # 2 x 2 clusters: each CTA loads half of its A tile and half of its B tile
+    desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 64 if cluster == 4 else 128)
+    desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 128 // min(cluster, 2))
     descs = _qkv_out_maps(outs, out_mode, m)
     smem = gemm.wgmma_smem_bytes(128)
     launch(

@@ -71,15 +71,19 @@ struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256,
                 "tile N must be 128, 192, 224 or 256");
   static_assert(kPromote == 0 ||
-                    ((kPromote == 1 || kPromote == 3 || kPromote == 4) && kBN <= 192) ||
+                    ((kPromote == 1 || kPromote == 3 || kPromote == 4) && kBN <= 224) ||
                     (kPromote == 2 && kBN <= 128),
                 "FP8 promotion: two fragments need tile N <= 192, three tile N <= 128");
-  static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
+  static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4, "cluster size 1, 2 or 4");
+  // kCluster = 4 is 2 x 2: two M-tiles by two N-tiles.
+  static constexpr int kClusterM = kCluster == 4 ? 2 : kCluster;
+  static constexpr int kClusterN = kCluster == 4 ? 2 : 1;
   static constexpr int kBM = 128;
   static constexpr int kBKBytes = 128;  // one 128B swizzle row: 64 bf16 or 128 e4m3
   static constexpr int kABytes = kBM * kBKBytes;
   static constexpr int kBBytes = kBN * kBKBytes;
-  static constexpr int kBSliceRows = kBN / kCluster;  // B rows this CTA loads (and multicasts)
+  static constexpr int kBSliceRows = kBN / kClusterM;  // B rows this CTA loads (and multicasts)
+  static constexpr int kASliceRows = kBM / kClusterN;  // A rows this CTA loads (and multicasts)
   static constexpr int kStageBytes = kABytes + kBBytes;
   // Epilogue staging: per consumer warpgroup two 64 x 64 bf16 boxes (128B-swizzled, 8 KiB each)
   // that the TMA store drains while the next tile's mainloop runs.
@@ -97,6 +101,10 @@ struct Sm90GemmCfg {
   static constexpr int kStepBytes = 32;  // one wgmma k-step: k16 bf16 or k32 e4m3
   static constexpr int kAcc = kBN / 2;   // fp32 fragment registers per thread
   static constexpr int kThreads = 384;
+  // Register budgets after setmaxnreg (128 x (producer + 2 consumers) <= 64 Ki): two 112-register
+  // fragments (promoted n224) need 240 per consumer thread, which leaves the producer 24.
+  static constexpr int kConsumerRegs = kPromote != 0 && kBN == 224 ? 240 : 232;
+  static constexpr int kProducerRegs = kPromote != 0 && kBN == 224 ? 24 : 40;
   static constexpr int kGroupM = 8;  // tile pairs (16 M-tiles) per group
 };
 
@@ -129,6 +137,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                 "ping-pong: one warpgroup holds a whole 128 x kBN tile (kBN <= 128, no promotion)");
   constexpr bool kPf = EpiPrefetches<Epi>::value;
   static_assert(!kPf || !kPingPong, "epilogue prefetch: cooperative schedule only");
+  static_assert(!kPingPong || kCluster <= 2, "ping-pong: clusters of one or two");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster, kPf>;
   constexpr int S = Cfg::kStages;
@@ -144,9 +153,17 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   const int wg = threadIdx.x / 128;
   const int k_tiles = k_bytes / Cfg::kBKBytes;
   const u32 rank = kCluster > 1 ? cluster_rank() : 0;
+  // This CTA's place in its cluster: M-tile rank_m and N-tile rank_n of the cluster's unit.
+  // NOTE: the x1 / x2 expressions below are kept exactly as measured (u32 arithmetic on rank);
+  // the 2 x 2 ones sit in their own constexpr branches.
+  const u32 rank_m = kCluster == 4 ? rank & 1u : rank;
+  const u32 rank_n = kCluster == 4 ? rank >> 1 : 0u;
   const int cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
   const int num_m = (M + Cfg::kBM - 1) / Cfg::kBM;
-  const TileOrder order{(num_m + kCluster - 1) / kCluster, (N + kBN - 1) / kBN, Cfg::kGroupM};
+  const TileOrder order = kCluster == 4
+                              ? TileOrder{(num_m + 1) / 2, ((N + kBN - 1) / kBN + 1) / 2, Cfg::kGroupM}
+                              : TileOrder{(num_m + kCluster - 1) / kCluster, (N + kBN - 1) / kBN,
+                                          Cfg::kGroupM};
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -171,14 +188,15 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   }
 
   if (wg == 0) {
-    setmaxnreg_dec<40>();
+    setmaxnreg_dec<Cfg::kProducerRegs>();
     if (threadIdx.x == 0) {
       int it = 0;
       for (int t = cluster_id; t < order.count(); t += clusters) {
         int mp, nt;
         order.tile(t, mp, nt);
-        const int m0 = (mp * kCluster + rank) * Cfg::kBM;
-        const int nslice = nt * kBN + rank * Cfg::kBSliceRows;
+        const int m0 = (mp * Cfg::kClusterM + rank_m) * Cfg::kBM;
+        const int nslice = kCluster == 4 ? (nt * 2 + rank_n) * kBN + rank_m * Cfg::kBSliceRows
+                                         : nt * kBN + rank * Cfg::kBSliceRows;
         pro.before_a(m0);
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int s = it % S;
@@ -186,10 +204,20 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           u8* st = smem + s * Cfg::kStageBytes;
           const int x = kt * Cfg::kElemsPerRow;
           mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
-          tma_load_2d(st, &desc_a, x, m0, &full[s]);
-          u8* bdst = st + Cfg::kABytes + rank * Cfg::kBSliceRows * Cfg::kBKBytes;
-          if constexpr (kCluster > 1) {
-            tma_load_2d_multicast(bdst, &desc_b, x, nslice, &full[s], (1u << kCluster) - 1);
+          if constexpr (kCluster == 4) {
+            // A: this CTA's half (rows rank_n * 64..) to both CTAs of its M-tile (ranks rank_m,
+            // rank_m + 2; desc_a has 64-row boxes); B: its half to both CTAs of its N-tile.
+            tma_load_2d_multicast(st + rank_n * Cfg::kASliceRows * Cfg::kBKBytes, &desc_a, x,
+                                  m0 + rank_n * Cfg::kASliceRows, &full[s],
+                                  (1u << rank_m) | (1u << (rank_m + 2)));
+          } else {
+            tma_load_2d(st, &desc_a, x, m0, &full[s]);
+          }
+          u8* bdst = st + Cfg::kABytes + rank_m * Cfg::kBSliceRows * Cfg::kBKBytes;
+          if constexpr (kCluster == 4) {
+            tma_load_2d_multicast(bdst, &desc_b, x, nslice, &full[s], 3u << (2 * rank_n));
+          } else if constexpr (kCluster == 2) {
+            tma_load_2d_multicast(bdst, &desc_b, x, nslice, &full[s], 3u);
           } else {
             tma_load_2d(bdst, &desc_b, x, nslice, &full[s]);
           }
@@ -199,7 +227,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       pro.spare(threadIdx.x / 32);
     }
   } else {
-    setmaxnreg_inc<232>();
+    setmaxnreg_inc<Cfg::kConsumerRegs>();
     const bool leader = threadIdx.x % 128 == 0;
     const int a_off = 64 * (wg - 1) * Cfg::kBKBytes;  // this warpgroup's 64 rows of the A tile
     auto release = [&](int s) {
@@ -260,7 +288,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         wgmma_wait<0>();
         if (k_tiles > 0) release((it0 + k_tiles - 1) % S);
         u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / 2);
-        const int row0 = (mp * kCluster + rank) * Cfg::kBM;
+        const int row0 = (mp * kCluster + rank) * Cfg::kBM;  // (ping-pong: kCluster <= 2)
 #pragma unroll
         for (int h = 0; h < 2; ++h) epi(acc[h], row0 + 64 * h, nt * kBN, my_staging, wg);
       }
@@ -272,7 +300,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       for (int t = cluster_id; t < order.count(); t += clusters, ++tiles) {
         int mp, nt;
         order.tile(t, mp, nt);
-        const int row0 = (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1);
+        const int row0 = (mp * Cfg::kClusterM + rank_m) * Cfg::kBM + 64 * (wg - 1);
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
         const int it0 = it;
@@ -292,7 +320,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                                   fresh ? k : 1);
           wgmma_commit();
           if constexpr (kPf) {
-            if (kt == 0) epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
+            if (kt == 0) {
+              const int col0 = kCluster == 4 ? (nt * 2 + rank_n) * kBN : nt * kBN;
+              epi.template prefetch<kBN>(row0, col0, my_staging, &pf[wg - 1]);
+            }
           }
         };
         auto stage_of = [&](int kt) { return (it0 + kt) % S; };
@@ -387,7 +418,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         }
         it += k_tiles;
         if constexpr (kPf) mbar_wait(&pf[wg - 1], tiles & 1);
-        epi(acc, row0, nt * kBN, my_staging, wg);
+        epi(acc, row0, kCluster == 4 ? (nt * 2 + rank_n) * kBN : nt * kBN, my_staging, wg);
       }
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
     }
