@@ -18,34 +18,22 @@ namespace h3 {
 
 // kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B;
 // kCluster = 4: 2 x 2 clusters, each CTA multicasting half of its A tile and half of its B tile.
-template <int kFmt, int kBN, int kPromote, bool kPingPong>
-__global__ void __launch_bounds__(384, 1) gemm_wgmma_sm90(
-    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
-    const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,
-    const float* __restrict__ row_scale, const float* __restrict__ col_scale) {
-  const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};
-  gemm_sm90_body<kFmt, kBN, kPromote, 1, EpiScaleBf16, kPingPong>(desc_a, desc_b, M, N, k_bytes,
-                                                                   epi);
-}
+// One kernel per cluster size (the cluster shape is a compile-time attribute of the kernel).
+#define H3_GEMM_WGMMA_KERNEL(NAME, CLUSTER_ATTR, CLUSTER)                                      \
+  template <int kFmt, int kBN, int kPromote, bool kPingPong>                                   \
+  __global__ void CLUSTER_ATTR __launch_bounds__(384, 1)                                       \
+      NAME(const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,     \
+           const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,                  \
+           const float* __restrict__ row_scale, const float* __restrict__ col_scale) {         \
+    const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};                               \
+    gemm_sm90_body<kFmt, kBN, kPromote, CLUSTER, EpiScaleBf16, kPingPong>(desc_a, desc_b, M, N, \
+                                                                          k_bytes, epi);       \
+  }
 
-template <int kFmt, int kBN, int kPromote, bool kPingPong>
-__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) gemm_wgmma_x2_sm90(
-    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
-    const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,
-    const float* __restrict__ row_scale, const float* __restrict__ col_scale) {
-  const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};
-  gemm_sm90_body<kFmt, kBN, kPromote, 2, EpiScaleBf16, kPingPong>(desc_a, desc_b, M, N, k_bytes,
-                                                                   epi);
-}
+H3_GEMM_WGMMA_KERNEL(gemm_wgmma_sm90, , 1)
+H3_GEMM_WGMMA_KERNEL(gemm_wgmma_x2_sm90, H3_CLUSTER_X2, 2)
+H3_GEMM_WGMMA_KERNEL(gemm_wgmma_x4_sm90, H3_CLUSTER_X4, 4)
 
-template <int kFmt, int kBN, int kPromote, bool kPingPong>
-__global__ void H3_CLUSTER_X4 __launch_bounds__(384, 1) gemm_wgmma_x4_sm90(
-    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,
-    const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,
-    const float* __restrict__ row_scale, const float* __restrict__ col_scale) {
-  const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};
-  gemm_sm90_body<kFmt, kBN, kPromote, 4, EpiScaleBf16, kPingPong>(desc_a, desc_b, M, N, k_bytes,
-                                                                   epi);
-}
+#undef H3_GEMM_WGMMA_KERNEL
 
 }  // namespace h3
