@@ -238,7 +238,7 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
     Defaults: FP8 always promotes (Hopper's FP8 wgmma keeps ~14 accumulator bits); M > 256 runs
     clusters of two (bf16 n256 or n224 by :func:`bf16_tile_n` when ``n`` is given, FP8 n192).
     M <= 256 runs n128 tiles on single CTAs, except bf16 at 128 < M <= 256, which runs them in
-    clusters of two (both M-tiles share one weight stream: 5-10% faster at M = 129 on the H200;
+    clusters of two (both M-tiles share one weight stream: 3-10% faster at M = 129 on the H200;
     at M = 1 clusters measured 1.2-1.9x slower, half the weight bytes in flight per SM).
     ``promote`` may be a bool (True: promote) or a mode 0 / 1 / 3 / 4 (see
     :data:`WGMMA_VARIANTS`).
