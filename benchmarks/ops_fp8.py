@@ -290,24 +290,15 @@ def run(
         aq_ws = torch.empty(m, ATTN, dtype=torch.float8_e4m3fn, device="cuda")
         as_ws = torch.empty(m, dtype=torch.float32, device="cuda")
         ws1 = ws.reshape(-1).contiguous()
-        fns["h3"] = lambda i: h3cupy.minimax_h3_fp8_out_proj(
-            attn, wq, ws1, gate, idx, residual, out=out, act_q=aq_ws, act_scale=as_ws
-        )
         flags = torch.empty(-(-m // 128), dtype=torch.int32, device="cuda")
-        fns["h3_fused"] = fused_quant(
-            lambda i: h3cupy.minimax_h3_fp8_out_proj(
-                attn,
-                wq,
-                ws1,
-                gate,
-                idx,
-                residual,
-                out=out,
-                act_q=aq_ws,
-                act_scale=as_ws,
-                workspace_flags=flags,
+
+        def out_proj_call(**kw):
+            return h3cupy.minimax_h3_fp8_out_proj(
+                attn, wq, ws1, gate, idx, residual, out=out, act_q=aq_ws, act_scale=as_ws, **kw
             )
-        )
+
+        fns["h3"] = lambda i: out_proj_call()
+        fns["h3_fused"] = fused_quant(lambda i: out_proj_call(workspace_flags=flags))
         args = (attn, wq, ws, gate, idx, residual)
         chain = chain_out_proj
         a_in, s_in = fp8_rows(attn)
@@ -390,12 +381,10 @@ def run(
             "workspace_y_scale": torch.empty(m, dtype=torch.float32, device="cuda"),
         }
         w2s1 = w2s.reshape(-1).contiguous()
-        fns["h3"] = lambda i: h3cupy.minimax_h3_mlp_fp8_sm120(
-            x, w, scale, shift, idx, gate, residual, w1q_p, w1s_p, w2q, w2s1, out=out, **wsp
-        )
         flags = torch.empty(-(-m // 128), dtype=torch.int32, device="cuda")
-        fns["h3_fused"] = fused_quant(
-            lambda i: h3cupy.minimax_h3_mlp_fp8_sm120(
+
+        def mlp_call(**kw):
+            return h3cupy.minimax_h3_mlp_fp8_sm120(
                 x,
                 w,
                 scale,
@@ -408,10 +397,12 @@ def run(
                 w2q,
                 w2s1,
                 out=out,
-                workspace_flags=flags,
                 **wsp,
+                **kw,
             )
-        )
+
+        fns["h3"] = lambda i: mlp_call()
+        fns["h3_fused"] = fused_quant(lambda i: mlp_call(workspace_flags=flags))
         args = (x, w, scale, shift, idx, gate, residual, w1q, w1s, w2q, w2s)
         chain = chain_mlp
         a_in, s_in = fp8_rows(torch.randn(m, D, device="cuda").bfloat16())

@@ -141,3 +141,18 @@ def output_or_empty(t, name: str, fmt: str, shape: Sequence[int], like: Tensor) 
     tt = interop.as_tensor(t, name, fp8_as="e4m3" if fmt == "e4m3" else None)
     check_tensor(tt, name, fmt, shape, like.device)
     return tt
+
+
+def device_global_scale(value, dev: int, when: str = "") -> Tensor:
+    """``act_global_scale``: a required fp32 ``[1]`` device array (read on the device, never
+    synced); ``when`` completes the error's "required" (e.g. " for out_format='nvfp4'")."""
+    from .interop import as_tensor
+
+    if value is None:
+        raise ValueError(
+            f"act_global_scale: required{when}; pass the fp32 [1] device array from "
+            "nvfp4_global_scale_from_amax(amax)"
+        )
+    t = as_tensor(value, "act_global_scale")
+    check_tensor(t, "act_global_scale", "float32", (1,), dev, align=4)
+    return t

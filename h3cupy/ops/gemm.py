@@ -480,13 +480,7 @@ def check_nvfp4_weight(w_q, w_sf, w_global_scale, act_global_scale, name: str, n
             f"{wsf.size}; pass the scales from {helper}"
         )
     gw_host, gw_t = _scalar_arg(w_global_scale, f"{name}_global_scale", dev)
-    if act_global_scale is None:
-        raise ValueError(
-            "act_global_scale: required; pass the fp32 [1] device array from "
-            "nvfp4_global_scale_from_amax(amax)"
-        )
-    ga = interop.as_tensor(act_global_scale, "act_global_scale")
-    checks.check_tensor(ga, "act_global_scale", "float32", (1,), dev, align=4)
+    ga = checks.device_global_scale(act_global_scale, dev)
     return wq, wsf, gw_host, gw_t, ga
 
 

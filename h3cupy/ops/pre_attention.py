@@ -77,13 +77,19 @@ FP8_CLUSTER = 2
 NVFP4_HOPPER_DEFAULT = True
 
 
-def nvfp4_backend(target: str) -> str:
-    """The NVFP4 pre-attention's back end on ``target``: "wgmma" (the Hopper path) or "mma"."""
-    auto = "wgmma" if target == "sm_90a" and NVFP4_HOPPER_DEFAULT else "mma"
+def gemm_backend(target: str, hopper_auto: bool = True) -> str:
+    """The pre-attention ops' back end on ``target`` (see :data:`BACKEND`): "wgmma" or "mma";
+    ``hopper_auto``: whether "auto" means wgmma on sm_90a."""
+    auto = "wgmma" if target == "sm_90a" and hopper_auto else "mma"
     backend = BACKEND if BACKEND != "auto" else auto
     if backend == "wgmma" and target != "sm_90a":
         raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
     return backend
+
+
+def nvfp4_backend(target: str) -> str:
+    """The NVFP4 pre-attention's back end on ``target``: "wgmma" (the Hopper path) or "mma"."""
+    return gemm_backend(target, NVFP4_HOPPER_DEFAULT)
 
 
 def minimax_h3_bf16_pre_attention(
@@ -179,9 +185,7 @@ def minimax_h3_bf16_pre_attention(
             f"minimax_h3_bf16_pre_attention runs on sm_90a (H100 / H200) and sm_120a (RTX 5090 / "
             f"RTX PRO 6000) in this version; this GPU is {target}"
         )
-    backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
-    if backend == "wgmma" and target != "sm_90a":
-        raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
+    backend = gemm_backend(target)
 
     # Launch 1: the prologue writes a.
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
@@ -420,9 +424,7 @@ def minimax_h3_fp8_pre_attention(
             f"minimax_h3_fp8_pre_attention runs on sm_90a (H100 / H200) and sm_120a (RTX 5090 / "
             f"RTX PRO 6000) in this version; this GPU is {target}"
         )
-    backend = BACKEND if BACKEND != "auto" else ("wgmma" if target == "sm_90a" else "mma")
-    if backend == "wgmma" and target != "sm_90a":
-        raise RuntimeError(f"the wgmma back end needs sm_90a; this GPU is {target}")
+    backend = gemm_backend(target)
 
     # Launch 1: prologue with per-token FP8 of a.
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)

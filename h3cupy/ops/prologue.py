@@ -170,13 +170,7 @@ def norm_adaln(
         qt = checks.output_or_empty(q, "q", "e4m3", (m, D), xt)
         sct = checks.output_or_empty(scale, "scale", "float32", (m,), xt)
     elif out_format == "nvfp4":
-        if act_global_scale is None:
-            raise ValueError(
-                "act_global_scale: required for out_format='nvfp4'; pass the fp32 [1] device "
-                "array from nvfp4_global_scale_from_amax(amax)"
-            )
-        gt = interop.as_tensor(act_global_scale, "act_global_scale")
-        checks.check_tensor(gt, "act_global_scale", "float32", (1,), dev, align=4)
+        gt = checks.device_global_scale(act_global_scale, dev, " for out_format='nvfp4'")
         qt = checks.output_or_empty(q, "q", "uint8", (m, D // 2), xt)
         sct = checks.output_or_empty(scale, "scale", "uint8", (m, D // 16), xt)
 
