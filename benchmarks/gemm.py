@@ -44,8 +44,8 @@ def main() -> None:
         "mma_tma": gemm.gemm_mma_tma,
     }
 
-    # wgmma<tile N>[p|p3|p4][x2|x4][pp]: p = FP8 promotion per k-tile, p3 / p4 = per two / four
-    # k-tiles, x2 = clusters of two CTAs, x4 = 2 x 2 clusters, pp = ping-pong.
+    # wgmma<tile N>[p|p3|p4][x2][pp]: p = FP8 promotion per k-tile, p3 / p4 = per two / four
+    # k-tiles, x2 = clusters of two CTAs, pp = ping-pong.
     def vname(tile_n, promote, cluster, pingpong):
         x2 = f"x{cluster}" if cluster > 1 else ""
         p = "" if not promote else "p" + (str(promote) if promote > 1 else "")

@@ -223,7 +223,7 @@ def kernel_breakdown(fn, reps: int = 5) -> dict[str, float]:
 
 
 def run(
-    op: str, m: int, compile_: bool, reps: int, breakdown: bool = False, cluster4: bool = False
+    op: str, m: int, compile_: bool, reps: int, breakdown: bool = False, other_tile: bool = False
 ) -> dict:
     import torch
 
@@ -276,8 +276,9 @@ def run(
             act_q=aq_ws,
             act_scale=as_ws,
         )
-        if cluster4:  # the opt-in 2 x 2 clusters (pre_attention.FP8_CLUSTER = 4)
-            fns["h3_x4"] = with_setting(pre_attention, "FP8_CLUSTER", 4, fns["h3"])
+        if other_tile:  # the other tile height (pre_attention.FP8_TILE_M 128 <-> 192)
+            other = 192 if pre_attention.FP8_TILE_M == 128 else 128
+            fns["h3_other_tile"] = with_setting(pre_attention, "FP8_TILE_M", other, fns["h3"])
         args = (x, w, scale, shift, idx, wq, ws, qn, kn, cs)
         chain = chain_pre
         a_in, s_in = fp8_rows(torch.randn(m, D, device="cuda").bfloat16())
@@ -424,7 +425,7 @@ def run(
     if breakdown:
         row["kernels_ms"] = kernel_breakdown(fns["h3"])
     row["tflops"] = flops / (row["h3_ms"] * 1e-3) / 1e12
-    for k in ("eager", "compiled", "gemm", "h3_fused", "engine", "h3_emulation", "h3_x4"):
+    for k in ("eager", "compiled", "gemm", "h3_fused", "engine", "h3_emulation", "h3_other_tile"):
         if f"{k}_ms" in row:
             row[f"speedup_vs_{k}"] = row[f"{k}_ms"] / row["h3_ms"]
     return row
@@ -445,13 +446,16 @@ def main() -> None:
         "--breakdown", action="store_true", help="also time each kernel launch of the h3cupy op"
     )
     ap.add_argument(
-        "--cluster4", action="store_true", help="also time fp8_pre_attention on 2 x 2 clusters"
+        "--other-tile",
+        action="store_true",
+        help="also time fp8_pre_attention with the other tile height (FP8_TILE_M 128 <-> 192)",
     )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
     import torch
 
+    from h3cupy.ops import pre_attention
     from h3cupy.testing import device_info
 
     info = device_info()
@@ -464,7 +468,7 @@ def main() -> None:
     nan = float("nan")
     for op in args.ops:
         for m in args.m:
-            row = run(op, m, not args.no_compile, args.reps, args.breakdown, args.cluster4)
+            row = run(op, m, not args.no_compile, args.reps, args.breakdown, args.other_tile)
             results.append(row)
             print(
                 f"{op:<14}{m:>7}{row['h3_ms']:>9.3f}{row['tflops']:>9.0f}{row['eager_ms']:>9.3f}"
@@ -478,8 +482,9 @@ def main() -> None:
                         f" ({row['h3_fused_ms'] / row['engine_ms']:.3f}x the plain engine GEMM)"
                     )
                 print(extra)
-            if "h3_x4_ms" in row:
-                print(f"   2 x 2 clusters {row['h3_x4_ms']:.3f} ms")
+            if "h3_other_tile_ms" in row:
+                other = 192 if pre_attention.FP8_TILE_M == 128 else 128
+                print(f"   {other}-row tiles {row['h3_other_tile_ms']:.3f} ms")
             for k, v in row.get("kernels_ms", {}).items():
                 print(f"   {k:<40}{v:>9.3f} ms")
             torch.cuda.empty_cache()

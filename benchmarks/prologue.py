@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 
 import numpy as np
@@ -46,6 +47,13 @@ def main() -> None:
     ap.add_argument("--m", type=int, nargs="+", default=[38592, 4824])
     ap.add_argument("--rows", type=int, default=9)
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument(
+        "--ctas",
+        type=int,
+        nargs="+",
+        default=None,
+        help="prologue.CTAS_PER_SM values to time (default: the library's per-target choice)",
+    )
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
@@ -53,6 +61,7 @@ def main() -> None:
     import cupy
 
     from h3cupy.formats import BF16
+    from h3cupy.ops import prologue
     from h3cupy.ops.prologue import norm_adaln
     from h3cupy.reference import inputs
     from h3cupy.testing import bench, bench_cupy_graph, device_info, upload
@@ -80,7 +89,9 @@ def main() -> None:
             ),
         }
         torch_ms = torch_baselines(sets, m) if not args.no_torch else {}
-        for fmt in ("bf16", "fp8", "nvfp4"):
+        for ctas_set, fmt in itertools.product(args.ctas or [None], ("bf16", "fp8", "nvfp4")):
+            prologue.CTAS_PER_SM = ctas_set
+            ctas = prologue.ctas_per_sm(info["target"])
 
             def run(i, fmt=fmt, sets=sets, g=g, outs=outs):
                 s = sets[i]
@@ -102,6 +113,7 @@ def main() -> None:
             base = torch_ms.get(fmt)
             row = {
                 "name": f"prologue_{fmt}",
+                "ctas_per_sm": ctas,
                 "M": m,
                 "rows": args.rows,
                 "bytes": nb,
@@ -116,7 +128,7 @@ def main() -> None:
             results.append(row)
             sp = f"{row['speedup_vs_torch']:.2f}x" if base else "-"
             print(
-                f"{'prologue ' + fmt:<28}{m:>7}{t['median_ms']:>9.3f}{gbps:>8.0f}"
+                f"{f'prologue {fmt} ({ctas}/SM)':<28}{m:>7}{t['median_ms']:>9.3f}{gbps:>8.0f}"
                 f"{100 * gbps / copy['gbps']:>7.1f}%{sp:>10}{tg['median_ms']:>10.3f}"
                 f"{100 * row['graph_frac_of_copy']:>8.1f}%"
             )

@@ -3,15 +3,15 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|final-check|next|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
 # promo: the FP8 promotion modes and the bf16 tile widths, benchmarked and tested; ops-check:
 # the FP8 operators' main tests and their benchmark; prefetch: the gated residual's TMA
 # prefetch and the bf16 small-M clusters, tested and timed; final: the FC1 division and the
-# operators at every centre; final-check: the last code's remaining coverage; next: what was
-# written after the device budget ran out (run it first).
+# operators at every centre; final-check: the last code's remaining coverage; m192: the FP8
+# pre-attention on 192-row tiles against 128, and the BF16 pre-attention benchmark.
 # new / new-mlp: the mma.sync-back-end, NVFP4 and graph tests of the quantized ops; new-ops: the
 # quantized operators' tests.
 # bench / bench-ops: the benchmarks (engine and BF16 op / the W8A8 ops).
@@ -80,16 +80,37 @@ case "$MODE" in
     run 70 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k largest
     run 70 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 scripts/memcheck_gemm.py
     ;;
-  next)  # written after the device budget ran out (2026-12-01): the promoted FP8 n224 variant
-         # and the 2 x 2 clusters (engine variant and FP8 pre-attention), tested, then timed
-         # against n192 / clusters of two; memcheck with API-error reports off
-    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py tests/test_pre_attention_gpu.py \
-      -k "e4m3-n224 or n128-p3-x4 or cluster4"
-    run 90 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 scripts/memcheck_gemm.py
-    run 150 "$OUT/bench.log" python3 benchmarks/gemm.py --m 4824 9648 38592 --fmt e4m3 \
-      --backend wgmma192p3x2 wgmma224p3x2 wgmma128p3x4 --json "$OUT/bench_gemm_fp8_next.json"
-    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --cluster4 \
-      --json "$OUT/bench_pre_attention_fp8_x4.json"
+  m192)  # session 5 (2026-12-01): the FP8 pre-attention on 192 x 128 tiles (three consumer
+         # warpgroups; FP8_TILE_M = 192) tested (every out mode, memcheck) and timed against the
+         # 128-row tiles, the engine regression subset, then the BF16 pre-attention benchmark
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+      "m192 or (test_fp8_pre_attention and not mma and not graph and not errors and not 4824)"
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "deterministic or n192-p3"
+    run 90 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+      python3 -m pytest -q -p no:cacheprovider tests/test_pre_attention_gpu.py -k "m192 and 257 and bf16"
+    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --other-tile \
+      --breakdown --json "$OUT/bench_pre_attention_fp8_m192.json"
+    run 150 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json"
+    ;;
+  s5)  # session 5, second call: the prologue with the norm weight reloaded per row (67-69
+       # registers) at 2 and 3 CTAs per SM, tested and timed; the FP8 pre-attention on its new
+       # default 192-row tiles (every out mode, graphs) and the 128-row ones at M = 385; timings
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_prologue_gpu.py
+    run 170 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+      "(test_fp8_pre_attention and not mma and not errors and not tile_m128) or (tile_m128 and 385) \
+      or (fp8_pre_attention_graph and wgmma)"
+    run 90 "$OUT/bench.log" python3 benchmarks/prologue.py --ctas 2 3 --no-torch --json "$OUT/bench_prologue.json"
+    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --breakdown \
+      --json "$OUT/bench_pre_attention_fp8.json"
+    ;;
+  s5-final)  # session 5, last call: the operators on the new defaults (192-row FP8
+             # pre-attention tiles, the prologue at 3 CTAs per SM): the block example against
+             # the host chain, the MLP at M = 4824, then the W8A8 operators and the BF16
+             # pre-attention against their chains
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_examples.py -k h3_block
+    run 90 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "test_mlp_fp8 and 4824"
+    run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --breakdown --json "$OUT/bench_ops_fp8.json"
+    run 130 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json"
     ;;
   new)  # what has not yet passed on a GPU (2026-12-01), part 1: the W8A8 pre-attention on the
        # mma.sync back end, the NVFP4 Hopper path and the emulation, the CUDA-graph checks
@@ -128,7 +149,7 @@ case "$MODE" in
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
       nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
-  *) echo "mode: expected tests, promo, ops-check, prefetch, final, final-check, next, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
+  *) echo "mode: expected tests, promo, ops-check, prefetch, final, final-check, m192, s5, s5-final, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status

@@ -13,7 +13,11 @@ import h3cupy.ops.pre_attention  # noqa: F401
 import h3cupy.ops.prologue  # noqa: F401
 from h3cupy.core import arch, jit
 
-SPECS = {spec.file: spec for spec in jit.REGISTRY}
+# keyed by file, and by file[defines] for a second build of a file with extra defines
+SPECS = {
+    spec.file + (f"[{','.join(spec.defines)}]" if spec.defines else ""): spec
+    for spec in jit.REGISTRY
+}
 
 
 def test_every_kernel_file_is_registered():

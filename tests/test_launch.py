@@ -32,3 +32,23 @@ def test_check_params_refuses_a_mismatch(monkeypatch):
 def test_check_params_without_driver_answer(monkeypatch):
     monkeypatch.setattr(launch, "kernel_param_sizes", lambda kernel: None)
     launch.check_params(_FakeKernel(), [launch._param(launch.i32(1))])  # nothing to compare
+
+
+def test_prologue_ctas_per_sm_choice(monkeypatch):
+    """The prologue's CTAs per SM: 3 on sm_90a and 2 elsewhere by default; an explicit 3 off
+    sm_90a (where that build spills) and any other value are refused with the fix named."""
+    from h3cupy.ops import prologue
+
+    monkeypatch.setattr(prologue, "CTAS_PER_SM", None)
+    assert prologue.ctas_per_sm("sm_90a") == 3
+    assert prologue.ctas_per_sm("sm_120a") == 2
+    assert prologue.ctas_per_sm("sm_89") == 2
+    monkeypatch.setattr(prologue, "CTAS_PER_SM", 2)
+    assert prologue.ctas_per_sm("sm_90a") == 2
+    monkeypatch.setattr(prologue, "CTAS_PER_SM", 3)
+    assert prologue.ctas_per_sm("sm_90a") == 3
+    with pytest.raises(ValueError, match="sm_90a only"):
+        prologue.ctas_per_sm("sm_120a")
+    monkeypatch.setattr(prologue, "CTAS_PER_SM", 4)
+    with pytest.raises(ValueError, match="expected 2, 3 or None"):
+        prologue.ctas_per_sm("sm_90a")

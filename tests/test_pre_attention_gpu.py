@@ -177,16 +177,16 @@ def test_fp8_pre_attention(m, out_mode, rng):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("out_mode", ("bf16", "nvfp4"))
-@pytest.mark.parametrize("m", (257, 300, 4097))
-def test_fp8_pre_attention_cluster4(m, out_mode, rng, monkeypatch):
-    """The FP8 op on 2 x 2 clusters (pre_attention.FP8_CLUSTER = 4: each CTA multicasts half of
-    its A tile and half of its weight tile), same checks; M = 257 and 300 leave M-tiles of a
-    cluster past M."""
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+@pytest.mark.parametrize("m", (257, 385, 4097))
+def test_fp8_pre_attention_tile_m128(m, out_mode, rng, monkeypatch):
+    """The FP8 op on 128 x 128 tiles (pre_attention.FP8_TILE_M = 128: two consumer warpgroups;
+    the default is 192 rows, three warpgroups), same checks; M = 257 leaves the second tile of a
+    pair with one row, 385 a pair whose second tile has one row, 4097 a lone last tile."""
     from h3cupy.ops import pre_attention
 
     _need_sm90()
-    monkeypatch.setattr(pre_attention, "FP8_CLUSTER", 4)
+    monkeypatch.setattr(pre_attention, "FP8_TILE_M", 128)
     results = check_pre_attention_fp8(m, out_mode, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)

@@ -36,6 +36,18 @@ def test_prologue(m, rows, index_dtype, rng):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("m", (1, 129, 4097, 38592))
+def test_prologue_two_ctas_per_sm(m, rng, monkeypatch):
+    """The prologue built for two resident CTAs per SM (prologue.CTAS_PER_SM = 2: 67-69
+    registers, a grid of 2 per SM; the sm_90a default is 3), same checks."""
+    from h3cupy.ops import prologue
+
+    monkeypatch.setattr(prologue, "CTAS_PER_SM", 2)
+    results = check_prologue(m, 9, np.int64, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 def test_prologue_int64_rows9_int32_equivalent(rng):
     """The same indices as int32 and as int64 give bitwise the same activation."""
     import cupy

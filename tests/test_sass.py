@@ -4,6 +4,8 @@ which no board here can run. Needs ptxas/cuobjdump/nvdisasm (pip install "h3cupy
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import h3cupy  # noqa: F401
@@ -53,10 +55,14 @@ def test_mma_atoms_issue_their_instruction(target):
             assert not any("MMA" in o for o in ops) and any("TRAP" in o for o in ops), (kind, ops)
 
 
+@pytest.mark.parametrize("ctas", [2, 3])
 @pytest.mark.parametrize("target", ["sm_120a", "sm_90a", "sm_89"])
-def test_prologue_sass(target):
-    ops = sass.opcodes(sass.disassemble(prologue.PROLOGUE, target))
-    assert len(ops) == len(prologue.PROLOGUE.names)
+def test_prologue_sass(target, ctas):
+    """Both builds (2 and 3 CTAs per SM): no local memory, no trap, the saturating e4m3
+    conversion for FP8."""
+    spec = prologue.prologue_spec(ctas)
+    ops = sass.opcodes(sass.disassemble(spec, target))
+    assert len(ops) == len(spec.names)
     for name, c in ops.items():
         assert not any(o.startswith(("LDL", "STL")) for o in c), (name, "local memory")
         assert not any("TRAP" in o for o in c), name
@@ -98,7 +104,7 @@ def test_gemm_wgmma_sass():
     assert len(ops) == len(gemm.WGMMA_VARIANTS)
     for fmt, tile_n, promote, cluster, pingpong in gemm.WGMMA_VARIANTS:
         code, op = {"bf16": (0, "HGMMA"), "e4m3": (1, "QGMMA")}[fmt]
-        kern = {1: "gemm_wgmma_sm90", 2: "gemm_wgmma_x2_sm90", 4: "gemm_wgmma_x4_sm90"}[cluster]
+        kern = {1: "gemm_wgmma_sm90", 2: "gemm_wgmma_x2_sm90"}[cluster]
         tag = f"{kern}ILi{code}ELi{tile_n}ELi{promote}ELb{int(pingpong)}E"
         (name,) = [n for n in ops if tag in n]
         c = ops[name]
@@ -190,19 +196,26 @@ def test_gemm_nvfp4_sass():
 
 def test_pre_attention_fp8_sass():
     """The W8A8 pre-attention: FP8 warpgroup MMAs (64 x 128, promoted), TMA stores of the outputs
-    (bf16 and e4m3 through swizzled staging), no local memory; the 2 x 2 cluster kernels multicast
-    both operands (two multicast loads), the pairs only the weight tile."""
+    (bf16 and e4m3 through swizzled staging), no local memory; the cluster kernels (128- and
+    192-row tiles) multicast the weight tile; the 192-row kernels give three consumer warpgroups
+    160 registers each (USETMAXREG), the others two at 232."""
     from h3cupy.ops import pre_attention
 
-    ops = sass.opcodes(sass.disassemble(pre_attention.PRE_ATTENTION_FP8, "sm_90a"))
+    text = sass.disassemble(pre_attention.PRE_ATTENTION_FP8, "sm_90a")
+    ops = sass.opcodes(text)
     assert len(ops) == 9
+    parts = sass._FUNC.split(text)
+    bodies = dict(zip(parts[1::2], parts[2::2], strict=True))
     for name, c in ops.items():
         assert any(o.startswith("QGMMA.64") for o in c), sorted(c)
         assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
         assert not any(o.startswith(("LDL", "STL")) for o in c), name
         multicast = c.get("UTMALDG.2D.MULTICAST", 0)
-        want = 2 if "fp8_x4_" in name else 1 if "fp8_x2_" in name else 0
+        want = 1 if "_x2_" in name else 0
         assert multicast == want, (name, multicast)
+        alloc = 160 if "m192" in name else 232
+        got = re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \S+ (0x[0-9a-f]+)", bodies[name])
+        assert [int(g, 16) for g in got] == [alloc], (name, got)
 
 
 def _check_fp8_mma_forms(ops: dict, target: str) -> None:

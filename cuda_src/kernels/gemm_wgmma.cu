@@ -10,14 +10,11 @@ namespace h3 {
 // NOTE: clusters exist from sm_90 on; the module also compiles (to trapping stubs) elsewhere.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define H3_CLUSTER_X2 __cluster_dims__(2, 1, 1)
-#define H3_CLUSTER_X4 __cluster_dims__(4, 1, 1)
 #else
 #define H3_CLUSTER_X2
-#define H3_CLUSTER_X4
 #endif
 
-// kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B;
-// kCluster = 4: 2 x 2 clusters, each CTA multicasting half of its A tile and half of its B tile.
+// kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
 // One kernel per cluster size (the cluster shape is a compile-time attribute of the kernel).
 #define H3_GEMM_WGMMA_KERNEL(NAME, CLUSTER_ATTR, CLUSTER)                                      \
   template <int kFmt, int kBN, int kPromote, bool kPingPong>                                   \
@@ -32,7 +29,6 @@ namespace h3 {
 
 H3_GEMM_WGMMA_KERNEL(gemm_wgmma_sm90, , 1)
 H3_GEMM_WGMMA_KERNEL(gemm_wgmma_x2_sm90, H3_CLUSTER_X2, 2)
-H3_GEMM_WGMMA_KERNEL(gemm_wgmma_x4_sm90, H3_CLUSTER_X4, 4)
 
 #undef H3_GEMM_WGMMA_KERNEL
 

@@ -1,6 +1,7 @@
 // minimax_h3_fp8_pre_attention, launch 2 of 2 (SPEC.md section 4): the W8A8 QKV GEMM on the
-// sm_90a engine (e4m3 operands, fp32 promotion per 128-deep k-tile, 128 x 128 tiles = one
-// (kind, head)) with the pre-attention epilogue and the output modes:
+// sm_90a engine (e4m3 operands, fp32 promotion per two 128-deep k-tiles; a consumer warpgroup's
+// 64 x 128 fragment is one (kind, head) for 64 rows; tiles of 192 x 128 (three consumer
+// warpgroups) or 128 x 128) with the pre-attention epilogue and the output modes:
 //   y = bf16((acc * act_scale[m]) * w_scale[n]);  Q/K RMSNorm + RoPE (h3/pre_attention.cuh); V = y
 //   kOut 0 "bf16":  q, k, v bf16 [M, 56, 128]
 //   kOut 1 "e4m3":  e4m3(v * os), os = RN(1 / fp32(descale)) of the kind, [M, 56, 128]
@@ -18,10 +19,8 @@ namespace h3 {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define H3_CLUSTER_X2 __cluster_dims__(2, 1, 1)
-#define H3_CLUSTER_X4 __cluster_dims__(4, 1, 1)
 #else
 #define H3_CLUSTER_X2
-#define H3_CLUSTER_X4
 #endif
 
 #define H3_PA8_PARAMS                                                                         \
@@ -46,13 +45,15 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_fp8_x2_sm9
   gemm_sm90_body<1, 128, kOpsFp8Promote, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
 }
 
-// Opt-in (pre_attention.FP8_CLUSTER = 4; compile- and SASS-checked, not yet run): 2 x 2
-// clusters, each CTA multicasting half of its A tile and half of its B tile (n128 head tiles
-// read 1.5x fewer L2 bytes per FLOP than with clusters of two).
+// M > 256, 192 x 128 tiles: three consumer warpgroups, one head each for 64 rows, in clusters
+// of two CTAs multicasting B: 11% fewer L2 bytes per FLOP than 128 x 128 pairs (256 against 192
+// rows loaded per 192 x 128 against 128 x 128 outputs), 14% more than the engine's n192 pairs.
 template <int kOut>
-__global__ void H3_CLUSTER_X4 __launch_bounds__(384, 1) pre_attention_fp8_x4_sm90(H3_PA8_PARAMS) {
+__global__ void H3_CLUSTER_X2 __launch_bounds__(512, 1) pre_attention_fp8_m192_x2_sm90(H3_PA8_PARAMS) {
+  using Epi = EpiPreAttnQkv<kOut, WgYRowCol>;
   H3_PA8_EPI;
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 4>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 2, Epi, false, NoProducerHooks, 3>(
+      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
 }
 
 template <int kOut>

@@ -18,6 +18,19 @@
 
 namespace h3 {
 
+// CTAs resident per SM (the launch bounds' minimum; the host sizes the persistent grid to match):
+// 2 (67-69 registers) or 3 (55-56: a third row in flight per SM; the sm_90a default). Only sm_90a
+// builds take 3: at its 56-register cap ptxas spills the sm_120a / sm_89 FP8 and NVFP4 kernels
+// (16-40 bytes), so those builds keep 2 and the host never asks them for 3.
+#ifndef H3_PROLOGUE_CTAS_PER_SM
+#define H3_PROLOGUE_CTAS_PER_SM 2
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 900
+#define H3_PROLOGUE_MIN_CTAS 2
+#else
+#define H3_PROLOGUE_MIN_CTAS H3_PROLOGUE_CTAS_PER_SM
+#endif
+
 enum PrologueOut : int { kOutBf16 = 0, kOutFp8 = 1, kOutNvfp4 = 2 };
 
 template <int kK>
@@ -56,7 +69,7 @@ H3_DEVICE PrologueRow load_x(const bf16_t* __restrict__ x, const IndexT* __restr
 // s_out:  fp32 [M] (kOutFp8) or ue4m3 [M, K/16] linear (kOutNvfp4).
 // global_scale: fp32 [1] on the device (kOutNvfp4 only).
 template <int kK, int kOut, typename IndexT>
-__global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
+__global__ void __launch_bounds__(PrologueShape<kK>::kThreads, H3_PROLOGUE_MIN_CTAS) prologue_smxx(
     const bf16_t* __restrict__ x, const bf16_t* __restrict__ w, const bf16_t* __restrict__ scale,
     const bf16_t* __restrict__ shift, i64 table_stride, i64 rows,
     const IndexT* __restrict__ index, float eps, i64 M, bf16_t* __restrict__ a_out,
@@ -66,11 +79,6 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
   const int t = threadIdx.x;
   const bool active = t < Shape::kBlocks;
   const int k0 = 16 * t;
-  uint4 wv[2] = {};
-  if (active) {
-    wv[0] = ld16(w + k0);
-    wv[1] = ld16(w + k0 + 8);
-  }
   float g = 0.f;
   __shared__ float os_tab[kOut == kOutNvfp4 ? 128 : 1];
   if constexpr (kOut == kOutNvfp4) {
@@ -85,7 +93,11 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, 2) prologue_smxx(
   for (; m < M; m += gridDim.x) {
     // 1. This row's table rows (for a valid index only), then prefetch the next row's x.
     const bool valid = cur.idx >= 0 && cur.idx < rows;
-    uint4 sc[2] = {}, sh[2] = {};
+    uint4 sc[2] = {}, sh[2] = {}, wv[2] = {};
+    if (active) {  // the norm weight (L1-resident), reloaded per row: 8 registers fewer
+      wv[0] = ld16(w + k0);
+      wv[1] = ld16(w + k0 + 8);
+    }
     if (valid && active) {
       // NOTE: the guard: no table address is formed for an invalid index.
       const i64 off = cur.idx * table_stride + k0;

@@ -158,11 +158,10 @@ WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: one fresh fragment per two / four k-tiles (1/2 / 1/4 of the waits; opt-in until measured,
 #: NOTES.md). The unpromoted n192 variant is benchmark-only (it isolates the cost of promotion).
 #: The promoted FP8 n224 variant (two 112-register fragments: consumers at 240 registers, the
-#: producer at 24) is compile-checked and opt-in until it has run (N = 5376 at M = 4824 fills its
-#: last wave: 456 tile pairs on 66 clusters against n192's 532). Cluster 4 is 2 x 2 (two M-tiles
-#: by two N-tiles; each CTA loads half of its A tile and half of its B tile and multicasts them):
-#: 1.5x fewer L2 bytes per FLOP than clusters of two for n128 tiles (the FP8 pre-attention's head
-#: tiles), compile-checked and opt-in until it has run.
+#: producer at 24) is benchmark-only: it measured 0.92-0.99x `_scaled_mm` against n192's
+#: 0.87-1.03x on the H200 (2026-12-01, NOTES.md session 5), no better where its last wave is fuller.
+#: (2 x 2 clusters, each CTA multicasting half of its A and half of its B tile, measured 0.68-0.85x
+#: and were removed: NOTES.md session 5.)
 #: (Mode 2, two fresh fragments used alternately, exists in the engine but measured 0.6x of
 #: mode 1 on the H200: benchmarks/NOTES.md.)
 #: Cluster 2 multicasts the B tile between two vertically adjacent tiles (large M); cluster 1 is
@@ -185,7 +184,6 @@ WGMMA_VARIANTS = (
     ("e4m3", 192, 4, 2, False),
     ("e4m3", 192, 0, 2, False),
     ("e4m3", 224, 3, 2, False),
-    ("e4m3", 128, 3, 4, False),
 )
 
 
@@ -195,20 +193,20 @@ FP8_PROMOTE = 3
 
 
 def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int, pingpong: bool) -> str:
-    kern = {1: "gemm_wgmma_sm90", 2: "gemm_wgmma_x2_sm90", 4: "gemm_wgmma_x4_sm90"}[cluster]
+    kern = {1: "gemm_wgmma_sm90", 2: "gemm_wgmma_x2_sm90"}[cluster]
     return f"h3::{kern}<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {promote}, {str(pingpong).lower()}>"
 
 
 GEMM_WGMMA = jit.ModuleSpec("kernels/gemm_wgmma.cu", tuple(_wgmma_name(*v) for v in WGMMA_VARIANTS))
 
 
-def wgmma_smem_bytes(tile_n: int, full_staging: bool = False) -> int:
+def wgmma_smem_bytes(tile_n: int, full_staging: bool = False, wg: int = 2) -> int:
     """Dynamic shared memory of the sm_90a engine (mirrors Sm90GemmCfg in gemm_sm90.cuh): the
-    stage ring, the epilogue staging (32 KiB; with ``full_staging``, the prefetching epilogues,
-    64 x tile_n bf16 per consumer warpgroup if that is more), the barriers and 1 KiB of
-    alignment slack."""
-    stage = (128 + tile_n) * 128
-    staging = max(32 * 1024, 2 * 64 * tile_n * 2) if full_staging else 32 * 1024
+    stage ring, the epilogue staging (16 KiB per consumer warpgroup; with ``full_staging``, the
+    prefetching epilogues, 64 x tile_n bf16 if that is more), the barriers and 1 KiB of alignment
+    slack. ``wg`` consumer warpgroups own 64 rows each of a ``64 * wg``-row tile."""
+    stage = (64 * wg + tile_n) * 128
+    staging = wg * (max(16 * 1024, 64 * tile_n * 2) if full_staging else 16 * 1024)
     stages = min(6, (232448 - 1024 - staging - 256) // stage)
     return stages * stage + staging + (2 * stages + 4) * 8 + 1024
 
@@ -267,16 +265,18 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
     return tile_n, int(promote), cluster, bool(pingpong)
 
 
-def engine_grid(kernel, m: int, n: int, tile_n: int, cluster: int, smem: int, device: int) -> int:
+def engine_grid(
+    kernel, m: int, n: int, tile_n: int, cluster: int, smem: int, device: int, wg: int = 2
+) -> int:
     """Persistent grid of the sm_90a engine: one CTA per output tile (clusters: per unit of
-    cluster tiles, 2 x 1 or 2 x 2), at most as many as can be resident at once."""
+    tile pairs), at most as many as can be resident at once. ``wg``: consumer
+    warpgroups (tiles of 64 * wg rows, 128 * (wg + 1) threads)."""
     sms = arch.sm_count(device)
-    m_tiles = -(-m // 128)
+    m_tiles = -(-m // (64 * wg))
     n_tiles = -(-n // tile_n)
-    cm, cn = (2, 2) if cluster == 4 else (cluster, 1)
-    units = -(-m_tiles // cm) * -(-n_tiles // cn)  # tiles, or cluster units
+    units = -(-m_tiles // cluster) * n_tiles  # tiles, or tile pairs
     if cluster > 1:
-        resident = max_active_clusters(kernel, cluster, 384, smem, sms // cluster)
+        resident = max_active_clusters(kernel, cluster, 128 * (wg + 1), smem, sms // cluster)
     else:
         resident = sms
     return cluster * min(units, resident)
@@ -340,9 +340,8 @@ def gemm_wgmma(
         fmt, m, tile_n, promote, cluster, pingpong, n=n
     )
     tdt = "bfloat16" if fmt == "bf16" else "uint8"
-    # clusters of 4 (2 x 2) load half of the A and half of the B tile per CTA
-    desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 64 if cluster == 4 else 128)
-    desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, tile_n // min(cluster, 2))
+    desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
+    desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, tile_n // cluster)
     # epilogue TMA-store boxes: 64 x 64 (128B swizzle), or 32 x 64 (64B) for n224 tiles
     if (tile_n // 2 // 4) % 8 == 0:
         desc_c = _tensor_map(ot.ptr, "bfloat16", n, m, n * 2, 64)

@@ -39,7 +39,9 @@ PRE_ATTENTION = jit.ModuleSpec(
 PRE_ATTENTION_FP8 = jit.ModuleSpec(
     "kernels/pre_attention_fp8.cu",
     tuple(
-        f"h3::pre_attention_fp8{c}_sm90<{mode}>" for mode in range(3) for c in ("_x2", "_x4", "")
+        f"h3::pre_attention_fp8{c}_sm90<{mode}>"
+        for mode in range(3)
+        for c in ("_x2", "_m192_x2", "")
     ),
 )
 OUT_MODES = ("bf16", "e4m3", "nvfp4")
@@ -66,11 +68,11 @@ SCHEDULE = "cooperative"
 #: ``m16n8k32`` e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); only the mma.sync
 #: back end reads it, and only sm_120a has form 2.
 FP8_MMA_FORM = -1
-#: The FP8 op's clusters for M > 256 on sm_90a: 2 (pairs of M-tiles multicasting the weight
-#: tile) or 4 (2 x 2: M-tile pairs by head pairs, multicasting half of each A and each B tile,
-#: 1.5x fewer L2 bytes per FLOP on its 128 x 128 head tiles; compile- and SASS-checked, opt-in
-#: until it has run: benchmarks/NOTES.md).
-FP8_CLUSTER = 2
+#: The FP8 op's tile rows for M > 256 on sm_90a (clusters of two multicasting the weight tile):
+#: 192 (three consumer warpgroups, one head each for 64 rows: 11% fewer L2 bytes per FLOP than
+#: 128 x 128 pairs; 6-11% faster on the H200, 2026-12-01) or 128 (two consumer
+#: warpgroups, 128 x 128 head tiles). A module setting, so that tests and benchmarks can run both.
+FP8_TILE_M = 192
 #: Whether BACKEND = "auto" gives the NVFP4 op its Hopper path (bf16 wgmma on dequantized
 #: operands) on sm_90a; False runs the in-register emulation (a correctness vehicle) there.
 #: True since the Hopper path passed on the H200 (2026-12-01, tests/test_pre_attention_gpu.py).
@@ -458,19 +460,19 @@ def minimax_h3_fp8_pre_attention(
             smem=gemm._MT_SMEM,
         )
         return _result(outs, sfs)
-    cluster = FP8_CLUSTER if m > 256 else 1
-    suffix = {1: "", 2: "_x2", 4: "_x4"}[cluster]
+    cluster = 2 if m > 256 else 1
+    wg = 3 if cluster == 2 and FP8_TILE_M == 192 else 2  # consumer warpgroups, 64 rows each
+    suffix = {1: "", 2: "_m192_x2" if wg == 3 else "_x2"}[cluster]
     name = f"h3::pre_attention_fp8{suffix}_sm90<{mode}>"
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
-    # 2 x 2 clusters: each CTA loads half of its A tile and half of its B tile
-    desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 64 if cluster == 4 else 128)
-    desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 128 // min(cluster, 2))
+    desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 64 * wg)
+    desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 128 // cluster)
     descs = _qkv_out_maps(outs, out_mode, m)
-    smem = gemm.wgmma_smem_bytes(128)
+    smem = gemm.wgmma_smem_bytes(128, wg=wg)
     launch(
         kernel,
-        gemm.engine_grid(kernel, m, QKV_ROWS, 128, cluster, smem, dev),
-        384,
+        gemm.engine_grid(kernel, m, QKV_ROWS, 128, cluster, smem, dev, wg=wg),
+        128 * (wg + 1),
         (
             desc_a,
             desc_b,

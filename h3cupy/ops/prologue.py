@@ -21,6 +21,7 @@ One launch, one CTA per row; no host sync; no allocation when every output is su
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 from ..core import arch, checks, interop, jit
@@ -39,9 +40,37 @@ PROLOGUE = jit.ModuleSpec(
     ),
 )
 _THREADS = ((D // 16 + 31) // 32) * 32  # one thread per 16 columns (PrologueShape in the kernel)
-# NOTE: the kernel is persistent (each CTA walks rows with a one-row register prefetch of x);
-# its __launch_bounds__(352, 2) lets two CTAs reside per SM: the grid is 2 per SM.
-_CTAS_PER_SM = 2
+#: CTAs per SM of the persistent prologue (each CTA walks rows with a one-row register prefetch
+#: of x): None (auto: 3 on sm_90a, 2 elsewhere), 3 (sm_90a only: 55-56 registers, three rows in
+#: flight per SM; FP8 / NVFP4 7% / 6% faster than 2 at M = 38592 on the H200, 2026-12-01; other
+#: targets spill at that register cap) or 2 (67-69 registers). The grid is this many CTAs per SM.
+#: A module setting, so that tests and benchmarks can run both.
+CTAS_PER_SM = None
+
+
+#: The same kernels built for three resident CTAs per SM (``CTAS_PER_SM = 3``).
+PROLOGUE_CTAS3 = dataclasses.replace(PROLOGUE, defines=("H3_PROLOGUE_CTAS_PER_SM=3",))
+
+
+def prologue_spec(ctas_per_sm: int) -> jit.ModuleSpec:
+    """The prologue module compiled for ``ctas_per_sm`` resident CTAs per SM (2 or 3)."""
+    specs = {2: PROLOGUE, 3: PROLOGUE_CTAS3}
+    if ctas_per_sm not in specs:
+        raise ValueError(f"CTAS_PER_SM: expected 2, 3 or None (auto), got {ctas_per_sm}")
+    return specs[ctas_per_sm]
+
+
+def ctas_per_sm(target: str) -> int:
+    """The prologue's CTAs per SM on ``target``: :data:`CTAS_PER_SM`, or by default 3 on sm_90a
+    and 2 elsewhere."""
+    if CTAS_PER_SM is None:
+        return 3 if target == "sm_90a" else 2
+    if CTAS_PER_SM == 3 and target != "sm_90a":
+        raise ValueError(
+            f"CTAS_PER_SM: 3 is built for sm_90a only, this GPU is {target}; set 2 or None (auto)"
+        )
+    prologue_spec(CTAS_PER_SM)  # validates the value
+    return CTAS_PER_SM
 
 
 class NormAdalnOutput(NamedTuple):
@@ -89,11 +118,13 @@ def launch_prologue(xt, wt, st, ht, it, rows, stride, eps, out_format, at, qt, s
     done)."""
     dev, m = xt.device, xt.shape[0]
     name = f"h3::prologue_smxx<{D}, {_OUT_CODES[out_format]}, {_INDEX_CTYPES[it.fmt]}>"
-    kernel = jit.get_kernel(PROLOGUE, name, arch.device_target(dev))
+    target = arch.device_target(dev)
+    ctas = ctas_per_sm(target)
+    kernel = jit.get_kernel(prologue_spec(ctas), name, target)
     tensors = [xt, wt, st, ht, it] + [t for t in (at, qt, sct, gt) if t is not None]
     launch(
         kernel,
-        min(m, _CTAS_PER_SM * arch.sm_count(dev)),
+        min(m, ctas * arch.sm_count(dev)),
         _THREADS,
         (
             ptr(xt),

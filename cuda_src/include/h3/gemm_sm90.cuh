@@ -6,7 +6,9 @@
 //   rows for B; rows past M or N read as zero) into a kStages-deep shared-memory ring.
 // * 384 threads: warpgroup 0 is the producer (one thread issues the TMA loads; its register
 //   budget is lowered to 40 with setmaxnreg), warpgroups 1 and 2 are consumers (232 registers),
-//   each running m64 x kBN wgmma on its 64 rows of the 128 x kBN tile.
+//   each running m64 x kBN wgmma on its 64 rows of the 128 x kBN tile. kWG = 3 (tile N 128
+//   only): 512 threads, three consumer warpgroups (160 registers) on 192 x 128 tiles, the A box
+//   192 rows: fewer L2 bytes per FLOP than 128 x 128 tiles, with 128-column (one-head) fragments.
 // * kCluster = 2: the two CTAs of a cluster compute vertically adjacent tiles (the same N-tile)
 //   and share B: each loads half of the B tile and multicasts it to both, so a CTA reads
 //   128 + kBN / 2 rows per k-tile from L2 instead of 128 + kBN (v1 was L2-bandwidth-bound,
@@ -66,7 +68,7 @@ struct EpiPrefetches {
   static constexpr bool value = test<E>(nullptr);
 };
 
-template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false>
+template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false, int kWG = 2>
 struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256,
                 "tile N must be 128, 192, 224 or 256");
@@ -74,23 +76,21 @@ struct Sm90GemmCfg {
                     ((kPromote == 1 || kPromote == 3 || kPromote == 4) && kBN <= 224) ||
                     (kPromote == 2 && kBN <= 128),
                 "FP8 promotion: two fragments need tile N <= 192, three tile N <= 128");
-  static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4, "cluster size 1, 2 or 4");
-  // kCluster = 4 is 2 x 2: two M-tiles by two N-tiles.
-  static constexpr int kClusterM = kCluster == 4 ? 2 : kCluster;
-  static constexpr int kClusterN = kCluster == 4 ? 2 : 1;
-  static constexpr int kBM = 128;
+  static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
+  static_assert(kWG == 2 || (kWG == 3 && kBN == 128),
+                "three consumer warpgroups (192 x 128 tiles): tile N 128");
+  static constexpr int kBM = 64 * kWG;  // each consumer warpgroup owns 64 rows
   static constexpr int kBKBytes = 128;  // one 128B swizzle row: 64 bf16 or 128 e4m3
   static constexpr int kABytes = kBM * kBKBytes;
   static constexpr int kBBytes = kBN * kBKBytes;
-  static constexpr int kBSliceRows = kBN / kClusterM;  // B rows this CTA loads (and multicasts)
-  static constexpr int kASliceRows = kBM / kClusterN;  // A rows this CTA loads (and multicasts)
+  static constexpr int kBSliceRows = kBN / kCluster;  // B rows this CTA loads (and multicasts)
   static constexpr int kStageBytes = kABytes + kBBytes;
   // Epilogue staging: per consumer warpgroup two 64 x 64 bf16 boxes (128B-swizzled, 8 KiB each)
   // that the TMA store drains while the next tile's mainloop runs.
   // With kFullStaging (prefetching epilogues) each warpgroup's buffer holds its whole 64 x kBN
   // bf16 block, so a prefetched operand tile and the output share it.
   static constexpr int kStagingBytes =
-      kFullStaging && 2 * 64 * kBN * 2 > 2 * 2 * 8192 ? 2 * 64 * kBN * 2 : 2 * 2 * 8192;
+      kWG * (kFullStaging && 64 * kBN * 2 > 2 * 8192 ? 64 * kBN * 2 : 2 * 8192);
   static constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block
   static constexpr int kRingBudget = kSmemLimit - 1024 - kStagingBytes - 256;
   static constexpr int kStages = kRingBudget / kStageBytes > 6 ? 6 : kRingBudget / kStageBytes;
@@ -100,11 +100,12 @@ struct Sm90GemmCfg {
   static constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
   static constexpr int kStepBytes = 32;  // one wgmma k-step: k16 bf16 or k32 e4m3
   static constexpr int kAcc = kBN / 2;   // fp32 fragment registers per thread
-  static constexpr int kThreads = 384;
-  // Register budgets after setmaxnreg (128 x (producer + 2 consumers) <= 64 Ki): two 112-register
-  // fragments (promoted n224) need 240 per consumer thread, which leaves the producer 24.
-  static constexpr int kConsumerRegs = kPromote != 0 && kBN == 224 ? 240 : 232;
-  static constexpr int kProducerRegs = kPromote != 0 && kBN == 224 ? 24 : 40;
+  static constexpr int kThreads = 128 * (kWG + 1);
+  // Register budgets after setmaxnreg (128 x (producer + kWG consumers) <= 64 Ki): two
+  // 112-register fragments (promoted n224) need 240 per consumer thread, which leaves the
+  // producer 24; three consumer warpgroups get 160 each (two 64-register n128 fragments).
+  static constexpr int kConsumerRegs = kWG == 3 ? 160 : kPromote != 0 && kBN == 224 ? 240 : 232;
+  static constexpr int kProducerRegs = kWG == 3 ? 32 : kPromote != 0 && kBN == 224 ? 24 : 40;
   static constexpr int kGroupM = 8;  // tile pairs (16 M-tiles) per group
 };
 
@@ -122,7 +123,7 @@ struct TileOrder {
 };
 
 // Producer hooks (the default does nothing): `before_a(m0)` runs in the producer thread before the
-// first A load of each tile (rows m0..m0+127), `spare(w)` in warps w = 1..3 of the producer
+// first A load of each tile (rows m0..m0+kBM-1), `spare(w)` in warps w = 1..3 of the producer
 // warpgroup (which otherwise idle), concurrently with everything else.
 struct NoProducerHooks {
   H3_DEVICE void before_a(int) const {}
@@ -130,16 +131,16 @@ struct NoProducerHooks {
 };
 
 template <int kFmt, int kBN, int kPromote, int kCluster, class Epi, bool kPingPong = false,
-          class Pro = NoProducerHooks>
+          class Pro = NoProducerHooks, int kWG = 2>
 H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
                               int k_bytes, const Epi& epi, const Pro& pro = Pro{}) {
   static_assert(!kPingPong || (kPromote == 0 && kBN <= 128),
                 "ping-pong: one warpgroup holds a whole 128 x kBN tile (kBN <= 128, no promotion)");
   constexpr bool kPf = EpiPrefetches<Epi>::value;
   static_assert(!kPf || !kPingPong, "epilogue prefetch: cooperative schedule only");
-  static_assert(!kPingPong || kCluster <= 2, "ping-pong: clusters of one or two");
+  static_assert(!kPingPong || kWG == 2, "ping-pong: two consumer warpgroups");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster, kPf>;
+  using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster, kPf, kWG>;
   constexpr int S = Cfg::kStages;
   extern __shared__ u8 smem_raw[];
   // NOTE: 128B-swizzled TMA tiles and wgmma descriptors need 1024-byte aligned tile bases. The
@@ -153,23 +154,15 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   const int wg = threadIdx.x / 128;
   const int k_tiles = k_bytes / Cfg::kBKBytes;
   const u32 rank = kCluster > 1 ? cluster_rank() : 0;
-  // This CTA's place in its cluster: M-tile rank_m and N-tile rank_n of the cluster's unit.
-  // NOTE: the x1 / x2 expressions below are kept exactly as measured (u32 arithmetic on rank);
-  // the 2 x 2 ones sit in their own constexpr branches.
-  const u32 rank_m = kCluster == 4 ? rank & 1u : rank;
-  const u32 rank_n = kCluster == 4 ? rank >> 1 : 0u;
   const int cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
   const int num_m = (M + Cfg::kBM - 1) / Cfg::kBM;
-  const TileOrder order = kCluster == 4
-                              ? TileOrder{(num_m + 1) / 2, ((N + kBN - 1) / kBN + 1) / 2, Cfg::kGroupM}
-                              : TileOrder{(num_m + kCluster - 1) / kCluster, (N + kBN - 1) / kBN,
-                                          Cfg::kGroupM};
+  const TileOrder order{(num_m + kCluster - 1) / kCluster, (N + kBN - 1) / kBN, Cfg::kGroupM};
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1);
       // One arrival per consumer warpgroup that reads the stage, in every CTA of the cluster.
-      mbar_init(&empty[s], (kPingPong ? 1 : 2) * kCluster);
+      mbar_init(&empty[s], (kPingPong ? 1 : kWG) * kCluster);
     }
     mbar_init(&turn[0], 1);
     mbar_init(&turn[1], 1);
@@ -194,9 +187,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       for (int t = cluster_id; t < order.count(); t += clusters) {
         int mp, nt;
         order.tile(t, mp, nt);
-        const int m0 = (mp * Cfg::kClusterM + rank_m) * Cfg::kBM;
-        const int nslice = kCluster == 4 ? (nt * 2 + rank_n) * kBN + rank_m * Cfg::kBSliceRows
-                                         : nt * kBN + rank * Cfg::kBSliceRows;
+        const int m0 = (mp * kCluster + rank) * Cfg::kBM;
+        const int nslice = nt * kBN + rank * Cfg::kBSliceRows;
         pro.before_a(m0);
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int s = it % S;
@@ -204,19 +196,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           u8* st = smem + s * Cfg::kStageBytes;
           const int x = kt * Cfg::kElemsPerRow;
           mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
-          if constexpr (kCluster == 4) {
-            // A: this CTA's half (rows rank_n * 64..) to both CTAs of its M-tile (ranks rank_m,
-            // rank_m + 2; desc_a has 64-row boxes); B: its half to both CTAs of its N-tile.
-            tma_load_2d_multicast(st + rank_n * Cfg::kASliceRows * Cfg::kBKBytes, &desc_a, x,
-                                  m0 + rank_n * Cfg::kASliceRows, &full[s],
-                                  (1u << rank_m) | (1u << (rank_m + 2)));
-          } else {
-            tma_load_2d(st, &desc_a, x, m0, &full[s]);
-          }
-          u8* bdst = st + Cfg::kABytes + rank_m * Cfg::kBSliceRows * Cfg::kBKBytes;
-          if constexpr (kCluster == 4) {
-            tma_load_2d_multicast(bdst, &desc_b, x, nslice, &full[s], 3u << (2 * rank_n));
-          } else if constexpr (kCluster == 2) {
+          tma_load_2d(st, &desc_a, x, m0, &full[s]);
+          u8* bdst = st + Cfg::kABytes + rank * Cfg::kBSliceRows * Cfg::kBKBytes;
+          if constexpr (kCluster == 2) {
             tma_load_2d_multicast(bdst, &desc_b, x, nslice, &full[s], 3u);
           } else {
             tma_load_2d(bdst, &desc_b, x, nslice, &full[s]);
@@ -288,7 +270,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         wgmma_wait<0>();
         if (k_tiles > 0) release((it0 + k_tiles - 1) % S);
         u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / 2);
-        const int row0 = (mp * kCluster + rank) * Cfg::kBM;  // (ping-pong: kCluster <= 2)
+        const int row0 = (mp * kCluster + rank) * Cfg::kBM;
 #pragma unroll
         for (int h = 0; h < 2; ++h) epi(acc[h], row0 + 64 * h, nt * kBN, my_staging, wg);
       }
@@ -296,11 +278,11 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     } else {
       float acc[Cfg::kAcc];
       int it = 0, tiles = 0;
-      u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / 2);
+      u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / kWG);
       for (int t = cluster_id; t < order.count(); t += clusters, ++tiles) {
         int mp, nt;
         order.tile(t, mp, nt);
-        const int row0 = (mp * Cfg::kClusterM + rank_m) * Cfg::kBM + 64 * (wg - 1);
+        const int row0 = (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1);
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
         const int it0 = it;
@@ -320,10 +302,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                                   fresh ? k : 1);
           wgmma_commit();
           if constexpr (kPf) {
-            if (kt == 0) {
-              const int col0 = kCluster == 4 ? (nt * 2 + rank_n) * kBN : nt * kBN;
-              epi.template prefetch<kBN>(row0, col0, my_staging, &pf[wg - 1]);
-            }
+            if (kt == 0) epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
           }
         };
         auto stage_of = [&](int kt) { return (it0 + kt) % S; };
@@ -418,7 +397,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         }
         it += k_tiles;
         if constexpr (kPf) mbar_wait(&pf[wg - 1], tiles & 1);
-        epi(acc, row0, kCluster == 4 ? (nt * 2 + rank_n) * kBN : nt * kBN, my_staging, wg);
+        epi(acc, row0, nt * kBN, my_staging, wg);
       }
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
     }
