@@ -7,6 +7,9 @@ T = 38592 tokens split over P Ulysses ranks: M = T / P for P in {8, 4, 2, 1}. Ba
 * the bare cuBLAS GEMM (``torch.mm``) of the projection alone.
 
     PYTHONPATH=. python3 benchmarks/pre_attention.py --json out.json [--p 8 4 2 1]
+
+``--t`` changes T (so that one M can be timed at several P, i.e. several pack strides);
+``--breakdown`` adds each kernel launch's time (benchmarks/ops_fp8.py's kernel_breakdown).
 """
 
 from __future__ import annotations
@@ -51,14 +54,16 @@ def torch_chain(x, w, scale, shift, idx, qkv_w, qn, kn, cs, p, eps=1e-5):
     return packed.view(m, p, HEADS // p, 3, HD).transpose(0, 1).contiguous()
 
 
-def run_one(p: int, rng, compiled, reps: int, pingpong: bool) -> dict:
+def run_one(
+    p: int, rng, compiled, reps: int, pingpong: bool, t: int = T, breakdown: bool = False
+) -> dict:
     import torch
 
     from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention
     from h3cupy.reference import inputs
     from h3cupy.testing import bench_graphs
 
-    m = T // p
+    m = t // p
     host = inputs.prologue_inputs(m, rows=9, rng=rng)
 
     def dev(a):
@@ -97,8 +102,12 @@ def run_one(p: int, rng, compiled, reps: int, pingpong: bool) -> dict:
     if compiled is not None:
         compiled(*chain_args)  # compile outside the capture
         fns["compiled"] = lambda i: compiled(*chain_args)
-    t = bench_graphs(fns, reps=reps)
-    row = {"P": p, "M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
+    times = bench_graphs(fns, reps=reps)
+    row = {"P": p, "M": m, "T": t, **{f"{k}_ms": v["median_ms"] for k, v in times.items()}}
+    if breakdown:
+        from ops_fp8 import kernel_breakdown  # benchmarks/ is the script's directory
+
+        row["kernels_ms"] = kernel_breakdown(fns["h3"])
     row["h3_cooperative_ms"] = row["h3_ms"]
     if pingpong:
         row["h3_ms"] = min(row["h3_ms"], row["h3pp_ms"])
@@ -112,6 +121,8 @@ def run_one(p: int, rng, compiled, reps: int, pingpong: bool) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--p", type=int, nargs="+", default=[8, 4, 2, 1])
+    ap.add_argument("--t", type=int, default=T, help="tokens over the P ranks (M = T / P)")
+    ap.add_argument("--breakdown", action="store_true", help="also time each kernel launch")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--pingpong", action="store_true", help="also time the ping-pong schedule")
@@ -123,7 +134,7 @@ def main() -> None:
     from h3cupy.testing import device_info
 
     info = device_info()
-    print(f"{info['gpu']} ({info['target']}), T = {T}")
+    print(f"{info['gpu']} ({info['target']}), T = {args.t}")
     print(
         f"{'P':>2}{'M':>7}{'h3 ms':>9}{'eager':>9}{'compiled':>10}{'GEMM':>8}"
         f"{'vs eager':>10}{'vs compiled':>12}{'vs GEMM':>9}"
@@ -132,7 +143,7 @@ def main() -> None:
     compiled = None if args.no_compile else torch.compile(torch_chain, dynamic=False)
     results = []
     for p in args.p:
-        row = run_one(p, rng, compiled, args.reps, args.pingpong)
+        row = run_one(p, rng, compiled, args.reps, args.pingpong, args.t, args.breakdown)
         results.append(row)
         nan = float("nan")
         if args.pingpong:
@@ -146,12 +157,14 @@ def main() -> None:
             f"{row['speedup_vs_eager']:>10.2f}{row.get('speedup_vs_compiled', nan):>12.2f}"
             f"{row['speedup_vs_gemm']:>9.2f}"
         )
+        for k, v in row.get("kernels_ms", {}).items():
+            print(f"   {k:<40}{v:>9.3f} ms")
         torch.cuda.empty_cache()
     doc = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": info,
         "torch": torch.__version__,
-        "T": T,
+        "T": args.t,
         "results": results,
     }
     if args.json:

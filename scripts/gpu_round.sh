@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -112,6 +112,17 @@ case "$MODE" in
     run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --breakdown --json "$OUT/bench_ops_fp8.json"
     run 130 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json"
     ;;
+  s5-probe)  # session 5, after the last figures: the BF16 pre-attention at M = 38592 for
+             # P = 8 / 4 / 2 / 1 (one M, four pack strides) with per-kernel times, against
+             # M = 19296 at P = 2; then the BF16 / NVFP4 pre-attention and engine GPU tests on
+             # the committed tree
+    run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --t 77184 --p 2 4 8 --no-compile \
+      --breakdown --json "$OUT/bench_pre_attention_m38592.json"
+    run 90 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 1 2 --no-compile --breakdown \
+      --json "$OUT/bench_pre_attention_p1p2.json"
+    run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py tests/test_gemm_gpu.py \
+      -k "not fp8_pre_attention"
+    ;;
   new)  # what has not yet passed on a GPU (2026-12-01), part 1: the W8A8 pre-attention on the
        # mma.sync back end, the NVFP4 Hopper path and the emulation, the CUDA-graph checks
     run 280 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
@@ -149,7 +160,7 @@ case "$MODE" in
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
       nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
-  *) echo "mode: expected tests, promo, ops-check, prefetch, final, final-check, m192, s5, s5-final, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
+  *) echo "mode: expected tests, promo, ops-check, prefetch, final, final-check, m192, s5, s5-final, s5-probe, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status
