@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -123,6 +123,13 @@ case "$MODE" in
     run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py tests/test_gemm_gpu.py \
       -k "not fp8_pre_attention"
     ;;
+  swapab)  # session 5: the swap-AB small-M bf16 path (gemm_wgmma_small_m), tested then timed
+           # against cuBLAS and the engine; with it the default, gemm_wgmma's own small-M tests
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k \
+      "small_m or test_gemm_bf16 or deterministic"
+    run 120 "$OUT/bench.log" python3 benchmarks/gemm.py --m 1 16 129 --fmt bf16 \
+      --backend wgmma swapab --reps 10 --json "$OUT/bench_gemm_swapab.json"
+    ;;
   new)  # what has not yet passed on a GPU (2026-12-01), part 1: the W8A8 pre-attention on the
        # mma.sync back end, the NVFP4 Hopper path and the emulation, the CUDA-graph checks
     run 280 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
@@ -160,7 +167,7 @@ case "$MODE" in
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
       nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
-  *) echo "mode: expected tests, promo, ops-check, prefetch, final, final-check, m192, s5, s5-final, s5-probe, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
+  *) echo "mode: expected tests, promo, ops-check, prefetch, final, final-check, m192, s5, s5-final, s5-probe, swapab, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
 tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status

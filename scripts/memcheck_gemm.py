@@ -53,6 +53,10 @@ def main() -> None:
                 pingpong=pingpong,
             )
             paths += 1
+        # the swap-AB small-M path (M <= 136): one activation tile, unsplit and split-K
+        gemm.gemm_wgmma_small_m(a, b, splits=1)
+        gemm.gemm_wgmma_small_m(a, b, splits=3)
+        paths += 2
     cupy.cuda.Device().synchronize()
     print(f"memcheck_gemm: {paths} GEMM paths ran at M={m}, N={n}, K={k}")
 

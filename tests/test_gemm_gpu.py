@@ -169,6 +169,42 @@ def test_gemm_wgmma_variants(variant, shape, rng):
     _check(download(out).astype(np.float32), ref)
 
 
+# (M, N, K, splits): both activation tiles (n16: M <= 16, n136: M <= 136) and their tails, N
+# tails (520, 1000: a partial last weight tile), split-K with uneven k ranges (K = 7168: 112
+# k-tiles over 3 splits), no split, and the split the model picks (None).
+SWAPAB_CASES = [
+    (1, 512, 5376, None),
+    (1, 520, 7168, 3),
+    (16, 1000, 5376, 1),
+    (17, 512, 14336, 4),
+    (129, 1000, 7168, None),
+    (136, 520, 5376, 2),
+]
+
+
+@pytest.mark.parametrize("case", SWAPAB_CASES, ids=lambda c: "x".join(map(str, c)))
+def test_gemm_wgmma_small_m(case, rng):
+    """The swap-AB small-M path (gemm_wgmma_small_m): bf16 within the engine's bounds against the
+    float64 product (SPEC §8's GEMM bound, as above), output poisoned first, two runs bitwise
+    equal (the split-K partials are summed in split order)."""
+    import cupy
+
+    from h3cupy.ops import gemm
+    from h3cupy.testing import download, poison
+
+    _backend("wgmma")
+    m, n, k, splits = case
+    (a, w, _, _), ref = _operands(rng, "bf16", m, n, k)
+    out = cupy.empty((m, n), formats.BF16)
+    poison(out)
+    gemm.gemm_wgmma_small_m(cupy.asarray(a), cupy.asarray(w), out=out, splits=splits)
+    first = download(out)
+    _check(first.astype(np.float32), ref)
+    poison(out)
+    gemm.gemm_wgmma_small_m(cupy.asarray(a), cupy.asarray(w), out=out, splits=splits)
+    assert np.array_equal(download(out).view(np.uint16), first.view(np.uint16))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gemm_deterministic(backend, rng):
     import cupy

@@ -52,3 +52,16 @@ def test_prologue_ctas_per_sm_choice(monkeypatch):
     monkeypatch.setattr(prologue, "CTAS_PER_SM", 4)
     with pytest.raises(ValueError, match="expected 2, 3 or None"):
         prologue.ctas_per_sm("sm_90a")
+
+
+def test_small_m_splits_model():
+    """The swap-AB split choice: whole SM rounds for the N = 5376 shapes at M = 1 (42 weight tiles
+    of 128 rows: 3 splits fill 126 of 132 SMs), no more splits than 64-deep k-tiles, and a
+    wide N at M = 129 (where partials cost ~2 bytes of traffic per weight byte) kept unsplit or
+    lightly split."""
+    from h3cupy.ops import gemm
+
+    assert gemm.small_m_splits(1, 5376, 7168, 132) == 3
+    assert gemm.small_m_splits(1, 5376, 14336, 132) == 3
+    assert gemm.small_m_splits(1, 512, 64, 132) == 1
+    assert gemm.small_m_splits(129, 21504, 5376, 132) <= 3

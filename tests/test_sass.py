@@ -321,3 +321,19 @@ def test_pre_attention_nvfp4_sass():
                     assert not any(o.startswith(("LDL", "STL")) for o in c), name
                 continue
             assert sum(k for o, k in c.items() if o.startswith(op)) >= 32, (target, sorted(c))
+
+
+def test_gemm_swapab_sass():
+    """The swap-AB small-M kernels (sm_90a): bf16 warpgroup MMAs (the weight as the 64-row side),
+    TMA loads, the transposed epilogue's global stores (bf16, or fp32 partials with split-K), no
+    local memory; the split-K reduction has no MMA."""
+    ops = sass.opcodes(sass.disassemble(gemm.GEMM_SWAPAB, "sm_90a"))
+    assert len(ops) == len(gemm.GEMM_SWAPAB.names)
+    for name, c in ops.items():
+        assert not any(o.startswith(("LDL", "STL")) for o in c), (name, "local memory")
+        if "splitk_reduce" in name:
+            assert not any("MMA" in o for o in c), name
+            continue
+        assert c.get("HGMMA.64", 0) >= 1 and c.get("UTMALDG.2D", 0) >= 1, sorted(c)
+        store = "STG.E" if "Lb1E" in name else "STG.E.U16"
+        assert c.get(store, 0) >= 1, (name, sorted(c))

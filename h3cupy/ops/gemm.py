@@ -336,6 +336,9 @@ def gemm_wgmma(
     target = arch.device_target(at.device)
     if target != "sm_90a":
         raise RuntimeError(f"gemm_wgmma needs sm_90a (H100 / H200), this GPU is {target}")
+    variant_given = any(v is not None for v in (tile_n, promote, cluster, pingpong))
+    if SMALL_M_SWAP_AB and fmt == "bf16" and m <= 136 and not variant_given:
+        return gemm_wgmma_small_m(a, b, out=out)
     tile_n, promote, cluster, pingpong = wgmma_config(
         fmt, m, tile_n, promote, cluster, pingpong, n=n
     )
@@ -359,6 +362,107 @@ def gemm_wgmma(
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
         smem=smem,
     )
+    return interop.export(ot)
+
+
+#: The swap-AB small-M kernels (bf16): activation tile N 16 (M <= 16) or 136 (M <= 136), with
+#: and without split-K, and the split-K reduction.
+GEMM_SWAPAB = jit.ModuleSpec(
+    "kernels/gemm_swapab.cu",
+    tuple(
+        f"h3::gemm_swapab_sm90<{bn}, {str(sk).lower()}>" for bn in (16, 136) for sk in (False, True)
+    )
+    + ("h3::splitk_reduce_bf16",),
+)
+#: Whether gemm_wgmma sends bf16 problems with M <= 136 (and no explicit variant) to
+#: :func:`gemm_wgmma_small_m`. GPU time on the H200 (2026-12-01, graph replays): 0.69-1.07x
+#: cuBLAS at M = 1 / 16 / 129, against 0.42-0.65x for the 128-row engine tiles. An eager call
+#: pays two launches (~25 us of host time each), so in eager code the N = 5376 shapes (O, FC2)
+#: took 0.075 ms against the engine's 0.057.
+SMALL_M_SWAP_AB = True
+#: The per-SM weight stream the split choice assumes (bytes/s): cuBLAS's swap-AB kernel moved
+#: 4.06 TB/s over 132 SMs at M = 1 on the H200 (Nsight Compute, 2026-12-01).
+_SM_STREAM = 30e9
+
+
+def small_m_splits(m: int, n: int, k: int, sms: int) -> int:
+    """Split-K factor of the swap-AB GEMM: the one (1..8, at most one per 64-deep k-tile) that
+    minimises a modelled time: rounds of units over the SMs x one unit's weight bytes at
+    ``_SM_STREAM`` per SM, plus the fp32 partials written and read back (S x M x N x 8 bytes at
+    4 TB/s) and a reduction launch (~3 us) when split."""
+    tiles = -(-n // 128)
+    k_tiles = k // 64
+
+    def cost(s: int) -> float:
+        units = tiles * s
+        t = -(-units // sms) * (128 * k * 2 / s) / _SM_STREAM
+        if s > 1:
+            t += s * m * n * 8 / 4e12 + 3e-6
+        return t
+
+    return min(range(1, min(8, k_tiles) + 1), key=cost)
+
+
+def gemm_wgmma_small_m(a, b, *, out=None, splits=None, workspace=None):
+    """bf16 ``out = a @ b^T`` for small M (M <= 136) on the sm_90a engine with the operands
+    swapped: the weight ``b`` [N, K] streams as the wgmma's 64-row side (128-row tiles), the
+    activation ``a`` [M, K] is one n16 (M <= 16) or n136 tile, and split-K spreads each weight
+    tile over ``splits`` units (chosen by :func:`small_m_splits`; the fp32 partials go to
+    ``workspace`` and a second kernel sums them in split order, so results are bitwise
+    deterministic).
+
+    Args:
+        a: bf16 ``[M, K]``, 1 <= M <= 136, K a multiple of 64.
+        b: bf16 ``[N, K]``, N a multiple of 8.
+        out: optional bf16 ``[M, N]``.
+        splits: optional split-K factor (1 .. K / 64).
+        workspace: optional fp32 ``[splits * M * N]`` for the partials (splits > 1); without it
+            one is allocated per call.
+
+    H200-verified (2026-12-01: M = 1 .. 136, N and K tails, uneven splits, bitwise repeatable);
+    :func:`gemm_wgmma` routes bf16 M <= 136 here (``SMALL_M_SWAP_AB``).
+    """
+    at, bt, _, _, ot, m, n, k, _ = _gemm_operands(
+        a, b, "bf16", None, None, out, WGMMA_FORMATS, 128, n_align=8
+    )
+    if m > 136:
+        raise ValueError(f"a: expected M <= 136 for the swap-AB path, got M = {m}; use gemm_wgmma")
+    target = arch.device_target(at.device)
+    if target != "sm_90a":
+        raise RuntimeError(f"gemm_wgmma_small_m needs sm_90a (H100 / H200), this GPU is {target}")
+    sms = arch.sm_count(at.device)
+    if splits is None:
+        splits = small_m_splits(m, n, k, sms)
+    if not 1 <= splits <= k // 64:
+        raise ValueError(f"splits: expected 1 .. {k // 64} (K / 64), got {splits}")
+    ws = None
+    if splits > 1:
+        ws = checks.output_or_empty(workspace, "workspace", "float32", (splits * m * n,), at)
+    bn = 16 if m <= 16 else 136
+    desc_w = _tensor_map(bt.ptr, "bfloat16", k, n, k * 2, 128)
+    desc_x = _tensor_map(at.ptr, "bfloat16", k, m, k * 2, bn)
+    name = f"h3::gemm_swapab_sm90<{bn}, {str(splits > 1).lower()}>"
+    kernel = jit.get_kernel(GEMM_SWAPAB, name, target)
+    smem = wgmma_smem_bytes(bn)
+    units = -(-n // 128) * splits
+    launch(
+        kernel,
+        min(units, sms),
+        384,
+        (desc_w, desc_x, i32(n), i32(m), i32(k * 2), i32(splits), ptr(ot), ptr(ws)),
+        tensors=[t for t in (at, bt, ot, ws) if t is not None],
+        smem=smem,
+    )
+    if splits > 1:
+        red = jit.get_kernel(GEMM_SWAPAB, "h3::splitk_reduce_bf16", target)
+        count = m * n
+        launch(
+            red,
+            min(-(-count // 256), 4 * sms),
+            256,
+            (ptr(ws), i32(splits), i64(count), ptr(ot)),
+            tensors=[ws, ot],
+        )
     return interop.export(ot)
 
 

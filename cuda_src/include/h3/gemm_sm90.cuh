@@ -70,8 +70,9 @@ struct EpiPrefetches {
 
 template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false, int kWG = 2>
 struct Sm90GemmCfg {
-  static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256,
-                "tile N must be 128, 192, 224 or 256");
+  static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256 ||
+                    (kFmt == 0 && kPromote == 0 && (kBN == 16 || kBN == 136)),
+                "tile N must be 128, 192, 224 or 256 (bf16 also 16 or 136: swap-AB, small M)");
   static_assert(kPromote == 0 ||
                     ((kPromote == 1 || kPromote == 3 || kPromote == 4) && kBN <= 224) ||
                     (kPromote == 2 && kBN <= 128),
@@ -131,14 +132,20 @@ struct NoProducerHooks {
 };
 
 template <int kFmt, int kBN, int kPromote, int kCluster, class Epi, bool kPingPong = false,
-          class Pro = NoProducerHooks, int kWG = 2>
+          class Pro = NoProducerHooks, int kWG = 2, bool kSplitK = false>
 H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
-                              int k_bytes, const Epi& epi, const Pro& pro = Pro{}) {
+                              int k_bytes, const Epi& epi, const Pro& pro = Pro{},
+                              int splits = 1) {
   static_assert(!kPingPong || (kPromote == 0 && kBN <= 128),
                 "ping-pong: one warpgroup holds a whole 128 x kBN tile (kBN <= 128, no promotion)");
   constexpr bool kPf = EpiPrefetches<Epi>::value;
   static_assert(!kPf || !kPingPong, "epilogue prefetch: cooperative schedule only");
   static_assert(!kPingPong || kWG == 2, "ping-pong: two consumer warpgroups");
+  // kSplitK: unit u of the persistent loop is tile u / splits, k-tiles [s k / splits,
+  // (s + 1) k / splits) of it (s = u % splits), and the epilogue is called with s as a sixth
+  // argument (it writes an fp32 partial; a second kernel sums the partials in split order).
+  static_assert(!kSplitK || (kCluster == 1 && !kPingPong && kPromote == 0),
+                "split-K: single CTAs, cooperative schedule, no promotion");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster, kPf, kWG>;
   constexpr int S = Cfg::kStages;
@@ -184,17 +191,24 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     setmaxnreg_dec<Cfg::kProducerRegs>();
     if (threadIdx.x == 0) {
       int it = 0;
-      for (int t = cluster_id; t < order.count(); t += clusters) {
-        int mp, nt;
-        order.tile(t, mp, nt);
+      const int units = kSplitK ? order.count() * splits : order.count();
+      for (int t = cluster_id; t < units; t += clusters) {
+        int mp, nt, kt0 = 0, nk = k_tiles;
+        if constexpr (kSplitK) {
+          order.tile(t / splits, mp, nt);
+          kt0 = (t % splits) * k_tiles / splits;
+          nk = ((t % splits) + 1) * k_tiles / splits - kt0;
+        } else {
+          order.tile(t, mp, nt);
+        }
         const int m0 = (mp * kCluster + rank) * Cfg::kBM;
         const int nslice = nt * kBN + rank * Cfg::kBSliceRows;
         pro.before_a(m0);
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        for (int kt = 0; kt < nk; ++kt, ++it) {
           const int s = it % S;
           if (it >= S) mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
           u8* st = smem + s * Cfg::kStageBytes;
-          const int x = kt * Cfg::kElemsPerRow;
+          const int x = (kt0 + kt) * Cfg::kElemsPerRow;
           mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
           tma_load_2d(st, &desc_a, x, m0, &full[s]);
           u8* bdst = st + Cfg::kABytes + rank * Cfg::kBSliceRows * Cfg::kBKBytes;
@@ -279,9 +293,16 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       float acc[Cfg::kAcc];
       int it = 0, tiles = 0;
       u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / kWG);
-      for (int t = cluster_id; t < order.count(); t += clusters, ++tiles) {
+      const int units = kSplitK ? order.count() * splits : order.count();
+      const int k_tiles_all = k_tiles;
+      for (int t = cluster_id; t < units; t += clusters, ++tiles) {
         int mp, nt;
-        order.tile(t, mp, nt);
+        // NOTE: split-K units run fewer k-tiles; k_tiles is shadowed so that the loops below
+        // are the measured ones for every other kernel.
+        const int k_tiles = kSplitK ? ((t % splits) + 1) * k_tiles_all / splits -
+                                          (t % splits) * k_tiles_all / splits
+                                    : k_tiles_all;
+        order.tile(kSplitK ? t / splits : t, mp, nt);
         const int row0 = (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1);
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
@@ -397,7 +418,11 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         }
         it += k_tiles;
         if constexpr (kPf) mbar_wait(&pf[wg - 1], tiles & 1);
-        epi(acc, row0, nt * kBN, my_staging, wg);
+        if constexpr (kSplitK) {
+          epi(acc, row0, nt * kBN, my_staging, wg, t % splits);
+        } else {
+          epi(acc, row0, nt * kBN, my_staging, wg);
+        }
       }
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
     }

@@ -52,6 +52,9 @@ H3_DEVICE void setmaxnreg_dec() {
 #define H3_F8(i) \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
       "+f"(d[i + 6]), "+f"(d[i + 7])
+#define H3_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define H3_ACC8 H3_F8(0)
+#define H3_ACC68 H3_ACC64, H3_F4(64)
 #define H3_ACC64 \
   H3_F8(0), H3_F8(8), H3_F8(16), H3_F8(24), H3_F8(32), H3_F8(40), H3_F8(48), H3_F8(56)
 #define H3_ACC96 H3_ACC64, H3_F8(64), H3_F8(72), H3_F8(80), H3_F8(88)
@@ -62,6 +65,8 @@ H3_DEVICE void setmaxnreg_dec() {
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define H3_REGS8 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define H3_REGS68 H3_REGS64 ", %64, %65, %66, %67"
 #define H3_REGS96 H3_REGS64 \
   ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79" \
   ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
@@ -84,9 +89,16 @@ H3_DEVICE void setmaxnreg_dec() {
 template <int kFmt, int kN>
 H3_DEVICE void wgmma_step(float (&d)[kN / 2], u64 desc_a, u64 desc_b, int scale_d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(kN == 128 || kN == 192 || kN == 224 || kN == 256,
-                "wgmma_step: N must be 128, 192, 224 or 256");
-  if constexpr (kFmt == 0 && kN == 128) {
+  static_assert(kN == 128 || kN == 192 || kN == 224 || kN == 256 ||
+                    (kFmt == 0 && (kN == 16 || kN == 136)),
+                "wgmma_step: N must be 128, 192, 224 or 256 (bf16 also 16 or 136)");
+  if constexpr (kFmt == 0 && kN == 16) {
+    H3_WGMMA_ASM("m64n16k16.f32.bf16.bf16", H3_REGS8, "8", "9", "10", ", 0, 0")
+                 : H3_ACC8 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (kFmt == 0 && kN == 136) {
+    H3_WGMMA_ASM("m64n136k16.f32.bf16.bf16", H3_REGS68, "68", "69", "70", ", 0, 0")
+                 : H3_ACC68 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (kFmt == 0 && kN == 128) {
     H3_WGMMA_ASM("m64n128k16.f32.bf16.bf16", H3_REGS64, "64", "65", "66", ", 0, 0")
                  : H3_ACC64 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else if constexpr (kFmt == 0 && kN == 192) {
@@ -121,10 +133,15 @@ H3_DEVICE void wgmma_step(float (&d)[kN / 2], u64 desc_a, u64 desc_b, int scale_
 #undef H3_ACC112
 #undef H3_ACC96
 #undef H3_ACC64
+#undef H3_ACC68
+#undef H3_ACC8
 #undef H3_F8
+#undef H3_F4
 #undef H3_REGS128
 #undef H3_REGS112
 #undef H3_REGS96
 #undef H3_REGS64
+#undef H3_REGS68
+#undef H3_REGS8
 
 }  // namespace h3
