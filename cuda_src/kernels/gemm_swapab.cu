@@ -20,8 +20,9 @@ struct EpiSwapAB {
   float* __restrict__ ws;    // [splits, M, N] fp32 partials (split-K)
   int M, N;
 
-  template <int kAcc>
-  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8*, int) const {
+  // store(i, e) for each fragment register d[i] inside [M, N], e = m * N + n.
+  template <int kAcc, class Store>
+  H3_DEVICE void each(int row0, int col0, const Store& store) const {
 #pragma unroll
     for (int j = 0; j < kAcc / 4; ++j)
 #pragma unroll
@@ -29,22 +30,19 @@ struct EpiSwapAB {
         const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
         const int n = row0 + 16 * w + mma_c_row(lane, r);
         const int m = col0 + 8 * j + mma_c_col(lane, r);
-        if (m < M && n < N) out[static_cast<i64>(m) * N + n] = f32_to_bf16(d[4 * j + r]);
+        if (m < M && n < N) store(4 * j + r, static_cast<i64>(m) * N + n);
       }
+  }
+
+  template <int kAcc>
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8*, int) const {
+    each<kAcc>(row0, col0, [&](int i, i64 e) { out[e] = f32_to_bf16(d[i]); });
   }
 
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8*, int, int split) const {
     float* part = ws + static_cast<i64>(split) * M * N;
-#pragma unroll
-    for (int j = 0; j < kAcc / 4; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
-        const int n = row0 + 16 * w + mma_c_row(lane, r);
-        const int m = col0 + 8 * j + mma_c_col(lane, r);
-        if (m < M && n < N) part[static_cast<i64>(m) * N + n] = d[4 * j + r];
-      }
+    each<kAcc>(row0, col0, [&](int i, i64 e) { part[e] = d[i]; });
   }
 };
 
