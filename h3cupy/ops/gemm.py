@@ -10,6 +10,8 @@
   skeleton, wgmma and NVFP4 follow.
 * ``gemm_wgmma`` is the sm_90a engine (persistent, grouped tile order, TMA + mbarrier ring,
   producer warpgroup, two wgmma consumer warpgroups, epilogue functor; FP8 promotion).
+* ``gemm_wgmma_small_m`` is its bf16 small-M form (M <= 136): operands swapped so that the weight
+  streams as the wgmma's 64-row side, split-K with a fixed-order reduction.
 * ``tma_probe`` loads one tile through a driver-encoded tensor map and an mbarrier (verified on
   the H200, zeros past the edges).
 """

@@ -9,6 +9,8 @@
 //   each running m64 x kBN wgmma on its 64 rows of the 128 x kBN tile. kWG = 3 (tile N 128
 //   only): 512 threads, three consumer warpgroups (160 registers) on 192 x 128 tiles, the A box
 //   192 rows: fewer L2 bytes per FLOP than 128 x 128 tiles, with 128-column (one-head) fragments.
+// * kSplitK (bf16 swap-AB at small M, kernels/gemm_swapab.cu; tile N 16 or 136 there): the
+//   persistent loop walks (tile, k range) units and the epilogue gets the split index.
 // * kCluster = 2: the two CTAs of a cluster compute vertically adjacent tiles (the same N-tile)
 //   and share B: each loads half of the B tile and multicasts it to both, so a CTA reads
 //   128 + kBN / 2 rows per k-tile from L2 instead of 128 + kBN (v1 was L2-bandwidth-bound,
