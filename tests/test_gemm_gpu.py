@@ -205,6 +205,34 @@ def test_gemm_wgmma_small_m(case, rng):
     assert np.array_equal(download(out).view(np.uint16), first.view(np.uint16))
 
 
+@pytest.mark.parametrize("m", [1, 129])
+def test_gemm_wgmma_bf16_scaled_small_m(m, rng):
+    """bf16 with row and column scales at M <= 136 through gemm_wgmma: the swap-AB kernels apply
+    no scales, so gemm_wgmma must keep such calls on the scaling engine path (written after the
+    session-5 GPU runs; the routing guard is new)."""
+    import cupy
+
+    from h3cupy.ops import gemm
+    from h3cupy.testing import download, poison
+
+    _backend("wgmma")
+    n, k = 520, 5376
+    (a, w, _, _), ref = _operands(rng, "bf16", m, n, k)
+    rs = rng.uniform(0.5, 2.0, m).astype(np.float32)
+    cs = rng.uniform(0.5, 2.0, n).astype(np.float32)
+    out = cupy.empty((m, n), formats.BF16)
+    poison(out)
+    gemm.gemm_wgmma(
+        cupy.asarray(a),
+        cupy.asarray(w),
+        fmt="bf16",
+        row_scale=cupy.asarray(rs),
+        col_scale=cupy.asarray(cs),
+        out=out,
+    )
+    _check(download(out).astype(np.float32), ref * rs[:, None] * cs[None, :])
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gemm_deterministic(backend, rng):
     import cupy

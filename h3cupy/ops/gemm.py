@@ -339,7 +339,8 @@ def gemm_wgmma(
     if target != "sm_90a":
         raise RuntimeError(f"gemm_wgmma needs sm_90a (H100 / H200), this GPU is {target}")
     variant_given = any(v is not None for v in (tile_n, promote, cluster, pingpong))
-    if SMALL_M_SWAP_AB and fmt == "bf16" and m <= 136 and not variant_given:
+    scaled = rs is not None or cs is not None  # the swap-AB kernels apply no scales
+    if SMALL_M_SWAP_AB and fmt == "bf16" and m <= 136 and not variant_given and not scaled:
         return gemm_wgmma_small_m(a, b, out=out)
     tile_n, promote, cluster, pingpong = wgmma_config(
         fmt, m, tile_n, promote, cluster, pingpong, n=n
@@ -376,11 +377,11 @@ GEMM_SWAPAB = jit.ModuleSpec(
     )
     + ("h3::splitk_reduce_bf16",),
 )
-#: Whether gemm_wgmma sends bf16 problems with M <= 136 (and no explicit variant) to
-#: :func:`gemm_wgmma_small_m`. GPU time on the H200 (2026-12-01, graph replays): 0.69-1.07x
-#: cuBLAS at M = 1 / 16 / 129, against 0.42-0.65x for the 128-row engine tiles. An eager call
-#: pays two launches (~25 us of host time each), so in eager code the N = 5376 shapes (O, FC2)
-#: took 0.075 ms against the engine's 0.057.
+#: Whether gemm_wgmma sends bf16 problems with M <= 136 (no row / column scales, no explicit
+#: variant) to :func:`gemm_wgmma_small_m`. GPU time on the H200 (2026-12-01, graph replays):
+#: 0.69-1.07x cuBLAS at M = 1 / 16 / 129, against 0.42-0.65x for the 128-row engine tiles. An
+#: eager call pays two launches (~25 us of host time each), so in eager code the N = 5376
+#: shapes (O, FC2) took 0.075 ms against the engine's 0.057.
 SMALL_M_SWAP_AB = True
 #: The per-SM weight stream the split choice assumes (bytes/s): cuBLAS's swap-AB kernel moved
 #: 4.06 TB/s over 132 SMs at M = 1 on the H200 (Nsight Compute, 2026-12-01).
