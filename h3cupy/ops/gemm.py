@@ -314,6 +314,7 @@ def gemm_wgmma(
     promote=None,
     cluster=None,
     pingpong=None,
+    workspace=None,
 ):
     """The same contract as :func:`gemm_mma_sync` on the sm_90a engine: persistent, TMA loads
     into an mbarrier ring, a producer warpgroup and two wgmma consumer warpgroups, clusters of
@@ -327,6 +328,10 @@ def gemm_wgmma(
         out: optional bf16 ``[M, N]``.
         tile_n, promote, cluster, pingpong: override the variant :func:`wgmma_config` picks
             (benchmarks, tests).
+        workspace: optional fp32 split-K partials for the bf16 small-M path (M <= 136, no
+            scales: :func:`gemm_wgmma_small_m`), ``[S * M * N]`` with S =
+            ``small_m_splits(M, N, K, SMs)``; without it that path allocates one per call when it
+            splits K. Ignored otherwise.
     """
     at, bt, rs, cs, ot, m, n, k, esize = _gemm_operands(
         a, b, fmt, row_scale, col_scale, out, WGMMA_FORMATS, 128, n_align=8
@@ -341,7 +346,7 @@ def gemm_wgmma(
     variant_given = any(v is not None for v in (tile_n, promote, cluster, pingpong))
     scaled = rs is not None or cs is not None  # the swap-AB kernels apply no scales
     if SMALL_M_SWAP_AB and fmt == "bf16" and m <= 136 and not variant_given and not scaled:
-        return gemm_wgmma_small_m(a, b, out=out)
+        return _launch_small_m(at, bt, ot, m, n, k, None, workspace)
     tile_n, promote, cluster, pingpong = wgmma_config(
         fmt, m, tile_n, promote, cluster, pingpong, n=n
     )
@@ -388,6 +393,7 @@ SMALL_M_SWAP_AB = True
 _SM_STREAM = 30e9
 
 
+@functools.lru_cache(maxsize=256)
 def small_m_splits(m: int, n: int, k: int, sms: int) -> int:
     """Split-K factor of the swap-AB GEMM: the one (1..8, at most one per 64-deep k-tile) that
     minimises a modelled time: rounds of units over the SMs x one unit's weight bytes at
@@ -433,6 +439,14 @@ def gemm_wgmma_small_m(a, b, *, out=None, splits=None, workspace=None):
     target = arch.device_target(at.device)
     if target != "sm_90a":
         raise RuntimeError(f"gemm_wgmma_small_m needs sm_90a (H100 / H200), this GPU is {target}")
+    return _launch_small_m(at, bt, ot, m, n, k, splits, workspace)
+
+
+def _launch_small_m(at, bt, ot, m, n, k, splits, workspace):
+    """The swap-AB launches on checked operands (sm_90a, M <= 136); ``splits`` None: the model's
+    choice. Shared by :func:`gemm_wgmma_small_m` and :func:`gemm_wgmma`'s small-M route, so the
+    route does not check its operands twice."""
+    target = arch.device_target(at.device)
     sms = arch.sm_count(at.device)
     if splits is None:
         splits = small_m_splits(m, n, k, sms)
