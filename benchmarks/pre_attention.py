@@ -54,9 +54,7 @@ def torch_chain(x, w, scale, shift, idx, qkv_w, qn, kn, cs, p, eps=1e-5):
     return packed.view(m, p, HEADS // p, 3, HD).transpose(0, 1).contiguous()
 
 
-def run_one(
-    p: int, rng, compiled, reps: int, pingpong: bool, t: int = T, breakdown: bool = False
-) -> dict:
+def run_one(p: int, rng, compiled, reps: int, t: int = T, breakdown: bool = False) -> dict:
     import torch
 
     from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention
@@ -83,22 +81,17 @@ def run_one(
     ws = torch.empty((m, D), dtype=torch.bfloat16, device="cuda")
     a_in = torch.randn(m, D, device="cuda").bfloat16()
     chain_args = (x, w, scale, shift, idx, qkv_w, qn, kn, cs, p)
-    from h3cupy.ops import pre_attention
 
-    def h3(schedule):
-        pre_attention.SCHEDULE = schedule
+    def h3():
         minimax_h3_bf16_pre_attention(
             x, w, scale, shift, idx, qkv_w, qn, kn, cs, ulysses_degree=p, out=out, workspace=ws
         )
-        pre_attention.SCHEDULE = "cooperative"
 
     fns = {
-        "h3": lambda i: h3("cooperative"),
+        "h3": lambda i: h3(),
         "eager": lambda i: torch_chain(*chain_args),
         "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
     }
-    if pingpong:
-        fns["h3pp"] = lambda i: h3("pingpong")
     if compiled is not None:
         compiled(*chain_args)  # compile outside the capture
         fns["compiled"] = lambda i: compiled(*chain_args)
@@ -108,9 +101,6 @@ def run_one(
         from ops_fp8 import kernel_breakdown  # benchmarks/ is the script's directory
 
         row["kernels_ms"] = kernel_breakdown(fns["h3"])
-    row["h3_cooperative_ms"] = row["h3_ms"]
-    if pingpong:
-        row["h3_ms"] = min(row["h3_ms"], row["h3pp_ms"])
     row["speedup_vs_eager"] = row["eager_ms"] / row["h3_ms"]
     row["speedup_vs_gemm"] = row["gemm_ms"] / row["h3_ms"]
     if "compiled_ms" in row:
@@ -125,7 +115,6 @@ def main() -> None:
     ap.add_argument("--breakdown", action="store_true", help="also time each kernel launch")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-compile", action="store_true")
-    ap.add_argument("--pingpong", action="store_true", help="also time the ping-pong schedule")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -143,14 +132,9 @@ def main() -> None:
     compiled = None if args.no_compile else torch.compile(torch_chain, dynamic=False)
     results = []
     for p in args.p:
-        row = run_one(p, rng, compiled, args.reps, args.pingpong, args.t, args.breakdown)
+        row = run_one(p, rng, compiled, args.reps, args.t, args.breakdown)
         results.append(row)
         nan = float("nan")
-        if args.pingpong:
-            print(
-                f"   (cooperative {row['h3_cooperative_ms']:.3f} ms, "
-                f"ping-pong {row['h3pp_ms']:.3f} ms)"
-            )
         print(
             f"{p:>2}{row['M']:>7}{row['h3_ms']:>9.3f}{row['eager_ms']:>9.3f}"
             f"{row.get('compiled_ms', nan):>10.3f}{row['gemm_ms']:>8.3f}"

@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s6-ab|s6-bf16|s6-tests|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -123,6 +123,44 @@ case "$MODE" in
     run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py tests/test_gemm_gpu.py \
       -k "not fp8_pre_attention"
     ;;
+  s6-ab)  # session 6, first call: the pre-attention epilogue with its row operands loaded early
+          # (one memory round trip per tile) and paired bf16 roundings. Quick correctness first,
+          # then each op timed on this tree and on the previous commit's (.abtree/, an export of
+          # it with its own prebuilt cache, carried), in the same call.
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+      "(test_fp8_pre_attention and (4824 or 129) and not mma and not errors) or \
+      (test_bf16_pre_attention and (4097 or 129) and not mma and not pingpong)"
+    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention nvfp4_pre_attention \
+      --json "$OUT/bench_pre_attention_fp8_new.json"
+    run 130 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention_bf16_new.json"
+    if [ -d .abtree ]; then
+      ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
+        run 100 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention \
+          nvfp4_pre_attention --no-compile --json "$OUT/bench_pre_attention_fp8_old.json" &&
+        run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --no-compile \
+          --json "$OUT/bench_pre_attention_bf16_old.json" )
+    fi
+    ;;
+  s6-bf16)  # session 6: the BF16 pre-attention without the wgmma serialization (the mainloop's
+            # fragment fence), its tests, then timed against the previous commit (.abtree/) and
+            # against this tree without the Early hook (.abtree2/), in the same call
+    run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+      "test_bf16_pre_attention and not mma and not errors and not 38592"
+    run 130 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention_bf16_new.json"
+    for tree in .abtree .abtree2; do
+      [ -d $tree ] && ( cd $tree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
+        run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --no-compile \
+          --json "$OUT/bench_pre_attention_bf16_${tree#.}.json" )
+    done
+    ;;
+  s6-tests)  # session 6, second call: the rest of the pre-attention tests on the new epilogue, the
+             # small-M GEMM tests not yet run on a GPU (the scaled-bf16 routing guard, the shared
+             # launch path), then memcheck over every GEMM path (the swap-AB ones included)
+    run 330 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+      "not mma and not errors and not 38592"
+    run 90 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "small_m or deterministic"
+    run 100 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 scripts/memcheck_gemm.py
+    ;;
   swapab)  # session 5: the swap-AB small-M bf16 path (gemm_wgmma_small_m), tested then timed
            # against cuBLAS and the engine; with it the default, gemm_wgmma's own small-M tests
     run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k \
@@ -160,7 +198,7 @@ case "$MODE" in
     run 100 "$OUT/bench.log" python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json"
     run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --m 129 4824 38592 \
       --backend wgmma wgmma128x2pp wgmma192p3x2 mma_tma --json "$OUT/bench_gemm.json"
-    run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --pingpong --json "$OUT/bench_pre_attention.json"
+    run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json"
     ;;
   bench-ops)  # the W8A8 and W4A4 operators against their chains (one call)
     run 330 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"

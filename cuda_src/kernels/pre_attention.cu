@@ -30,7 +30,11 @@ struct EpiPreAttnBf16 {
 
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
-    math.apply(d, row0, col0);
+    int p[2];
+    PaOperands o;
+    math.positions(row0, p);
+    math.load(o, p, col0);
+    math.template apply<false, false>(d, col0, o, p);
     const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
     const int hp = math.hp;
     store_fragment_bf16(d, staging, wg, [&](int hd, int box, const u8* src) {
@@ -98,15 +102,6 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_bf16_mma_smxx(
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_bf16_x2_sm90(H3_PA_PARAMS) {
   const EpiPreAttnBf16 epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};
   gemm_sm90_body<0, 256, 0, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
-}
-
-// Large M, ping-pong: 128 x 128 tiles (one head), each consumer warpgroup a whole tile, so one
-// warpgroup's epilogue overlaps the other's MMAs.
-__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
-    pre_attention_bf16_pp_x2_sm90(H3_PA_PARAMS) {
-  const EpiPreAttnBf16 epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};
-  gemm_sm90_body<0, 128, 0, 2, EpiPreAttnBf16, true>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes,
-                                                     epi);
 }
 
 // M <= 256: single CTAs, 128 x 128 tiles = one head.

@@ -31,7 +31,6 @@ PRE_ATTENTION = jit.ModuleSpec(
     "kernels/pre_attention.cu",
     (
         "h3::pre_attention_bf16_x2_sm90",
-        "h3::pre_attention_bf16_pp_x2_sm90",
         "h3::pre_attention_bf16_sm90",
         "h3::pre_attention_bf16_mma_smxx",
     ),
@@ -60,10 +59,6 @@ _NV_PA_SMEM = 3 * (128 * 128 + 256 * 128 + 128 * 16 + 2 * 2048) + 32 * 1024 + 2 
 #: GEMM back end: "auto" (wgmma on sm_90a, mma.sync on sm_120a), "wgmma" or "mma" (the TMA-fed
 #: mma.sync back end, sm_90a / sm_120a). A module setting, so that tests can run both on the H200.
 BACKEND = "auto"
-#: GEMM schedule for M > 256: "cooperative" (128 x 256 tiles, both consumer warpgroups on one
-#: tile) or "pingpong" (128 x 128 tiles, one per warpgroup, epilogue overlapping the other's
-#: MMAs). A module setting, so that benchmarks can time both.
-SCHEDULE = "cooperative"
 #: The FP8 op's SM120 instruction form (SPEC §6 ``fp8_mma_form``): -1 per board, 0 legacy
 #: ``m16n8k32`` e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); only the mma.sync
 #: back end reads it, and only sm_120a has form 2.
@@ -198,8 +193,6 @@ def minimax_h3_bf16_pre_attention(
     cluster = 2 if m > 256 else 1
     if cluster == 1:
         tile_n, name = 128, "h3::pre_attention_bf16_sm90"
-    elif SCHEDULE == "pingpong":
-        tile_n, name = 128, "h3::pre_attention_bf16_pp_x2_sm90"
     else:
         tile_n, name = 256, "h3::pre_attention_bf16_x2_sm90"
     kernel = jit.get_kernel(PRE_ATTENTION, name, target)

@@ -287,8 +287,13 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         if (k_tiles > 0) release((it0 + k_tiles - 1) % S);
         u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / 2);
         const int row0 = (mp * kCluster + rank) * Cfg::kBM;
+        // (each fragment fenced below the wait just before its epilogue: see the cooperative
+        // loop's NOTE)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) epi(acc[h], row0 + 64 * h, nt * kBN, my_staging, wg);
+        for (int h = 0; h < 2; ++h) {
+          fence_fragment(acc[h]);
+          epi(acc[h], row0 + 64 * h, nt * kBN, my_staging, wg);
+        }
       }
       if (leader) bulk_wait_all();
     } else {
@@ -337,6 +342,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             if (kt > 0) release(stage_of(kt - 1));
           }
           wgmma_wait<0>();
+          // NOTE: without the fence the compiler may hoist epilogue reads of acc above the wait;
+          // ptxas then serializes every wgmma of the mainloop (C7514: the BF16 pre-attention
+          // kernels until 2026-12-01, one wgmma in flight at a time).
+          fence_fragment(acc);
           if (k_tiles > 0) release(stage_of(k_tiles - 1));
         } else if constexpr (kPromote == 1) {
           float part[Cfg::kAcc];

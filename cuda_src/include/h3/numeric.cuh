@@ -17,6 +17,15 @@ H3_DEVICE bf16_t f32_to_bf16(float f) {
 // round an fp32 to the nearest bf16 and return it as fp32
 H3_DEVICE float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
+// round_bf16 of two values with one conversion (cvt.rn.bf16x2.f32 packs the pair; each half is
+// rounded exactly as round_bf16 rounds it): 3 instructions per pair instead of 4.
+H3_DEVICE void round_bf16x2(float& lo, float& hi) {
+  u32 p;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+  lo = __uint_as_float(p << 16);
+  hi = __uint_as_float(p & 0xffff0000u);
+}
+
 H3_DEVICE void unpack_bf16x8(uint4 v, float (&f)[8]) {
   const u32 w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll

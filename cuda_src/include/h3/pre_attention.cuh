@@ -26,6 +26,15 @@ H3_DEVICE T pick3(const T (&a)[3], int kind) {
   return kind == 0 ? a[0] : (kind == 1 ? a[1] : a[2]);
 }
 
+// A thread's row-dependent operands of the per-head math for one fragment (Q or K): for each of
+// its two rows, the RoPE cos / sin words (bf16 pairs) of dims 8 jj + 2 (l % 4) + {0, 1}, jj < 6.
+// PreAttnMath::load issues them at once, so that their latencies overlap (one memory round trip
+// per tile), possibly long before the epilogue needs them. The RMSNorm weight (256 bytes per kind,
+// read by every warp of every tile) is read where it is used: it stays in L1.
+struct PaOperands {
+  u32 c[2][6], s[2][6];
+};
+
 // The per-head math of the epilogue on a consumer warpgroup's fragment (wgmma layout), in place:
 // Q/K RMSNorm + RoPE; V untouched (the store's bf16 conversion is its rounding).
 struct PreAttnMath {
@@ -45,49 +54,82 @@ struct PreAttnMath {
     return static_cast<int>(p < 0 ? 0 : (p >= cs_rows ? cs_rows - 1 : p));
   }
 
-  template <int kAcc>
-  H3_DEVICE void apply(float (&d)[kAcc], int row0, int col0) const {
+  // The cache rows of this thread's two rows (row0 + 16 w + l / 4 + 8 h) of a fragment.
+  H3_DEVICE void positions(int row0, int (&p)[2]) const {
+    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) p[h] = position(row0 + 16 * w + lane / 4 + 8 * h);
+  }
+
+  // Issue the loads of the operands of a fragment at columns col0.. (nothing for V): row half h
+  // (load_half), or both.
+  H3_DEVICE void load_half(PaOperands& o, const int (&p)[2], int col0, int h) const {
+    const int q4 = threadIdx.x % 4;
+    if (col0 / kPaKindCols >= 2) return;
+    const bf16_t* csr = cs + static_cast<i64>(p[h]) * 96 + 2 * q4;
+#pragma unroll
+    for (int jj = 0; jj < 6; ++jj) {
+      o.c[h][jj] = *reinterpret_cast<const u32*>(csr + 8 * jj);
+      o.s[h][jj] = *reinterpret_cast<const u32*>(csr + 48 + 8 * jj);
+    }
+  }
+  H3_DEVICE void load(PaOperands& o, const int (&p)[2], int col0) const {
+    load_half(o, p, col0, 0);
+    load_half(o, p, col0, 1);
+  }
+
+  // The math on a fragment at columns col0.. (kAcc / 64 heads of one kind) with its loaded
+  // operands (positions p). kRounded: d already holds bf16 values (a scaling policy rounded y), so
+  // r = y. kLoadSecond: o holds the first row's operands only; the second row's are loaded here,
+  // so that they arrive during the first row's math (loaded with the first, they spilled the
+  // three-warpgroup FP8 kernel).
+  template <bool kRounded, bool kLoadSecond, int kAcc>
+  H3_DEVICE void apply(float (&d)[kAcc], int col0, PaOperands& o, const int (&p)[2]) const {
     constexpr int kHeads = kAcc / 64;  // 128-column heads in the tile
-    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
-    const int kind = col0 / kPaKindCols;
-    if (kind < 2) {
-      const bf16_t* g = kind == 0 ? q_w : k_w;
+    const int kind = col0 / kPaKindCols, q4 = threadIdx.x % 4;
+    if (kind >= 2) return;
+    const bf16_t* g = kind == 0 ? q_w : k_w;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const bf16_t* csr = cs + static_cast<i64>(position(row0 + 16 * w + lane / 4 + 8 * h)) * 96;
+    for (int h = 0; h < 2; ++h) {
+      if (kLoadSecond && h == 1) load_half(o, p, col0, 1);
 #pragma unroll
-        for (int hd = 0; hd < kHeads; ++hd) {
-          auto at = [&](int jj, int e) -> float& { return d[4 * (16 * hd + jj) + 2 * h + e]; };
-          float ss = 0.f;
+      for (int hd = 0; hd < kHeads; ++hd) {
+        auto at = [&](int jj, int e) -> float& { return d[4 * (16 * hd + jj) + 2 * h + e]; };
+        float ss = 0.f;
 #pragma unroll
-          for (int jj = 0; jj < 16; ++jj)
+        for (int jj = 0; jj < 16; ++jj) {
+          if constexpr (!kRounded) round_bf16x2(at(jj, 0), at(jj, 1));
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float r = round_bf16(at(jj, e));
-              at(jj, e) = r;
-              ss = __fmaf_rn(r, r, ss);
-            }
-          ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-          ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-          const float rstd = rsqrtf(ss * (1.f / kPaHeadDim) + qk_eps);
+          for (int e = 0; e < 2; ++e) ss = __fmaf_rn(at(jj, e), at(jj, e), ss);
+        }
+        ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+        ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+        const float rstd = rsqrtf(ss * (1.f / kPaHeadDim) + qk_eps);
 #pragma unroll
-          for (int jj = 0; jj < 16; ++jj) {
-            const u32 gw = *reinterpret_cast<const u32*>(g + 8 * jj + 2 * q4);
-            at(jj, 0) = round_bf16((at(jj, 0) * rstd) * __uint_as_float(gw << 16));
-            at(jj, 1) = round_bf16((at(jj, 1) * rstd) * __uint_as_float(gw & 0xffff0000u));
+        for (int jj = 0; jj < 16; ++jj) {
+          const u32 gw = *reinterpret_cast<const u32*>(g + 8 * jj + 2 * q4);
+          at(jj, 0) = (at(jj, 0) * rstd) * __uint_as_float(gw << 16);
+          at(jj, 1) = (at(jj, 1) * rstd) * __uint_as_float(gw & 0xffff0000u);
+          round_bf16x2(at(jj, 0), at(jj, 1));
+        }
+#pragma unroll
+        for (int jj = 0; jj < 6; ++jj) {
+          const u32 cw = o.c[h][jj], sw = o.s[h][jj];
+          const float c[2] = {__uint_as_float(cw << 16), __uint_as_float(cw & 0xffff0000u)};
+          const float s[2] = {__uint_as_float(sw << 16), __uint_as_float(sw & 0xffff0000u)};
+          float lo[2], hi[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float a = at(jj, e), b = at(jj + 6, e);
+            lo[e] = __fmaf_rn(a, c[e], -(b * s[e]));
+            hi[e] = __fmaf_rn(b, c[e], a * s[e]);
           }
+          round_bf16x2(lo[0], lo[1]);
+          round_bf16x2(hi[0], hi[1]);
 #pragma unroll
-          for (int jj = 0; jj < 6; ++jj) {
-            const u32 cw = *reinterpret_cast<const u32*>(csr + 8 * jj + 2 * q4);
-            const u32 sw = *reinterpret_cast<const u32*>(csr + 48 + 8 * jj + 2 * q4);
-            const float c[2] = {__uint_as_float(cw << 16), __uint_as_float(cw & 0xffff0000u)};
-            const float s[2] = {__uint_as_float(sw << 16), __uint_as_float(sw & 0xffff0000u)};
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float lo = at(jj, e), hi = at(jj + 6, e);
-              at(jj, e) = round_bf16(__fmaf_rn(lo, c[e], -(hi * s[e])));
-              at(jj + 6, e) = round_bf16(__fmaf_rn(hi, c[e], lo * s[e]));
-            }
+          for (int e = 0; e < 2; ++e) {
+            at(jj, e) = lo[e];
+            at(jj + 6, e) = hi[e];
           }
         }
       }

@@ -85,20 +85,32 @@ H3_DEVICE void store_fragment_nvfp4(const float (&d)[64], float g, u8* staging, 
 
 
 // y = bf16((acc * act_scale[m]) * w_scale[n]) on a warpgroup's 64 x 128 fragment (the FP8 op).
+// load() issues the row scales' loads (with the math's, one batch); the column scales (512 bytes
+// per tile, read by every warp of the CTA) are read in apply(): they stay in L1.
 struct WgYRowCol {
   const float* __restrict__ act_scale;  // [M]
   const float* __restrict__ w_scale;    // [21504]
-  H3_DEVICE void operator()(float (&d)[64], int row0, int col0, int M) const {
-    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
+  struct Ops {
+    float as[2];  // this thread's two rows
+  };
+  H3_DEVICE void load(Ops& o, int row0, int M) const {
+    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 16 * w + lane / 4 + 8 * h;
-      const float as = row < M ? act_scale[row] : 0.f;
+      o.as[h] = row < M ? act_scale[row] : 0.f;
+    }
+  }
+  H3_DEVICE void apply(float (&d)[64], int col0, const Ops& o) const {
+    const int q4 = threadIdx.x % 4;
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const float2 ws = *reinterpret_cast<const float2*>(w_scale + col0 + 8 * j + 2 * q4);
-        d[4 * j + 2 * h] = round_bf16((d[4 * j + 2 * h] * as) * ws.x);
-        d[4 * j + 2 * h + 1] = round_bf16((d[4 * j + 2 * h + 1] * as) * ws.y);
+    for (int j = 0; j < 16; ++j) {
+      const float2 ws = *reinterpret_cast<const float2*>(w_scale + col0 + 8 * j + 2 * q4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        d[4 * j + 2 * h] = (d[4 * j + 2 * h] * o.as[h]) * ws.x;
+        d[4 * j + 2 * h + 1] = (d[4 * j + 2 * h + 1] * o.as[h]) * ws.y;
+        round_bf16x2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
       }
     }
   }
@@ -107,14 +119,21 @@ struct WgYRowCol {
 // y = bf16(acc * alpha) (the NVFP4 op on dequantized bf16 operands).
 struct WgYAlpha {
   float alpha;
-  H3_DEVICE void operator()(float (&d)[64], int, int, int) const {
+  struct Ops {};
+  H3_DEVICE void load(Ops&, int, int) const {}
+  H3_DEVICE void apply(float (&d)[64], int, const Ops&) const {
 #pragma unroll
-    for (int i = 0; i < 64; ++i) d[i] = round_bf16(d[i] * alpha);
+    for (int i = 0; i < 64; i += 2) {
+      d[i] *= alpha;
+      d[i + 1] *= alpha;
+      round_bf16x2(d[i], d[i + 1]);
+    }
   }
 };
 
 // The quantized pre-attention epilogue on the wgmma fragment: y by the Scale policy, the per-head
-// math, the out mode through staging and TMA stores.
+// math, the out mode through staging and TMA stores. The row-dependent global operands (row
+// scales, RoPE rows, the out scalar) are loaded before any of them is used.
 template <int kOut, class Scale>
 struct EpiPreAttnQkv {
   PreAttnMath math;
@@ -127,21 +146,28 @@ struct EpiPreAttnQkv {
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
     static_assert(kAcc == 64, "one head (128 columns) per warpgroup fragment");
     const int M = math.M;
-    scale(d, row0, col0, M);
-    math.apply(d, row0, col0);
     const int kind = col0 / kPaKindCols, head = (col0 % kPaKindCols) / kPaHeadDim;
+    typename Scale::Ops so;
+    PaOperands po;
+    int p[2];
+    scale.load(so, row0, M);
+    math.positions(row0, p);
+    math.load_half(po, p, col0, 0);
+    // the kind's out scalar (a device value for e4m3 / nvfp4) joins the batch
+    const float sv = kOut == kPaOutBf16 ? 0.f : pick3(scalar, kind).get();
+    scale.apply(d, col0, so);
+    math.template apply<true, true>(d, col0, po, p);
     const TmaDesc* dk = pick3(desc, kind);
     if constexpr (kOut == kPaOutBf16) {
       store_fragment_bf16(d, staging, wg, [&](int, int box, const u8* src) {
         tma_store_2d(dk, src, head * kPaHeadDim + 64 * box, row0);
       });
     } else if constexpr (kOut == kPaOutE4m3) {
-      const float os = __frcp_rn(pick3(scalar, kind).get());
-      store_fragment_e4m3(d, os, staging, wg,
+      store_fragment_e4m3(d, __frcp_rn(sv), staging, wg,
                           [&](const u8* src) { tma_store_2d(dk, src, head * 128, row0); });
     } else {
       u8* sf0 = pick3(sf_out, kind) + (static_cast<i64>(row0) * kPaHeads + head) * 8;
-      store_fragment_nvfp4(d, pick3(scalar, kind).get(), staging, wg, row0, M, sf0, kPaHeads * 8,
+      store_fragment_nvfp4(d, sv, staging, wg, row0, M, sf0, kPaHeads * 8,
                            [&](const u8* src) { tma_store_2d(dk, src, head * 64, row0); });
     }
   }
