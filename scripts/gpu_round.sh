@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s6-ab|s6-bf16|s6-tests|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s6-ab|s6-bf16|s6-tests|s6-final|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -152,6 +152,13 @@ case "$MODE" in
         run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --no-compile \
           --json "$OUT/bench_pre_attention_bf16_${tree#.}.json" )
     done
+    ;;
+  s6-final)  # session 6, last call: the pre-attention ops on the committed tree (same-run ratios
+              # for the README), and the examples' block check
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_examples.py -k h3_block
+    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention nvfp4_pre_attention \
+      --json "$OUT/bench_pre_attention_fp8.json"
+    run 130 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention_bf16.json"
     ;;
   s6-tests)  # session 6, second call: the rest of the pre-attention tests on the new epilogue, the
              # small-M GEMM tests not yet run on a GPU (the scaled-bf16 routing guard, the shared
