@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s6-ab|s6-bf16|s6-tests|s6-final|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -159,6 +159,19 @@ case "$MODE" in
     run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention nvfp4_pre_attention \
       --json "$OUT/bench_pre_attention_fp8.json"
     run 130 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention_bf16.json"
+    ;;
+  s6-nv224)  # session 6: the NVFP4 out_proj's Hopper path on n224 tiles where the wave model
+              # picks them (M = 385 .. 2000, 4824, 9648 for N = 5376): tests, then timed against
+              # the session's first commit (.abtree/, same NVFP4 out_proj kernels as before) in
+              # the same call; the BF16 pre-attention at M = 38592 on the new epilogue
+    run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "nvfp4 and not mma"
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+      "test_bf16_pre_attention and 38592 and not mma"
+    run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_out_proj \
+      --json "$OUT/bench_nvfp4_out_proj_new.json"
+    [ -d .abtree ] && ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
+      run 100 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_out_proj --no-compile \
+        --json "$OUT/bench_nvfp4_out_proj_old.json" )
     ;;
   s6-tests)  # session 6, second call: the rest of the pre-attention tests on the new epilogue, the
              # small-M GEMM tests not yet run on a GPU (the scaled-bf16 routing guard, the shared

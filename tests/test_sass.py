@@ -133,11 +133,16 @@ def test_pre_attention_sass():
 
     text = sass.disassemble(pre_attention.PRE_ATTENTION, "sm_90a")
     ops = sass.opcodes(text)
-    assert len(ops) == 4
+    assert len(ops) == len(pre_attention.PRE_ATTENTION.names)
     for name, c in ops.items():
         if "mma_smxx" in name:  # the mma.sync back end: tested in test_pre_attention_mma_sass
             continue
         assert any(o.startswith("HGMMA") for o in c), sorted(c)
+        # NOTE: a serialized mainloop (ptxas C7514) waits after every HGMMA; these kernels did
+        # until session 6 (one wait per k-step: 4 HGMMA, 4 waits; now 2 waits in all).
+        mmas = sum(v for o, v in c.items() if o.startswith("HGMMA"))
+        waits = sum(v for o, v in c.items() if o.startswith("WARPGROUP.DEPBAR"))
+        assert waits < mmas, (name, mmas, waits)
         assert any(o.startswith("UTMASTG.3D") for o in c), sorted(c)
         if "x2" in name:
             assert any(o.startswith("UTMALDG.2D.MULTICAST") for o in c), sorted(c)
@@ -260,7 +265,7 @@ def test_out_proj_fp8_sass():
     from h3cupy.ops import out_proj
 
     ops = sass.opcodes(sass.disassemble(out_proj.OUT_PROJ, "sm_90a"))
-    assert len(ops) == 9
+    assert len(ops) == len(out_proj.OUT_PROJ.names)
     for name, c in ops.items():
         if "nvfp4" in name or "mma" in name:  # test_out_proj_nvfp4_sass, test_fp8_ops_mma_sass
             continue
@@ -295,13 +300,15 @@ def test_out_proj_nvfp4_sass():
         c = ops[name]
         assert sum(k for o, k in c.items() if o.startswith(op)) >= 32, (target, sorted(c))
     # the Hopper path: bf16 warpgroup MMAs on the dequantized operands, TMA-store epilogue
-    ops = sass.opcodes(sass.disassemble(out_proj.OUT_PROJ, "sm_90a"))
+    text = sass.disassemble(out_proj.OUT_PROJ, "sm_90a")
+    ops = sass.opcodes(text)
     wg = [n for n in ops if "out_proj_nvfp4_wg" in n]
-    assert len(wg) == 2
+    assert len(wg) == 3  # n256 and n224 pairs, n128 single CTAs
     for name in wg:
         c = ops[name]
         assert any(o.startswith("HGMMA.64") for o in c) and any(o.startswith("UTMASTG") for o in c)
         assert not any(o.startswith(("LDL", "STL")) for o in c), name
+    assert "HGMMA.64x224x16.F32.BF16" in text and "HGMMA.64x256x16.F32.BF16" in text
 
 
 def test_pre_attention_nvfp4_sass():

@@ -81,9 +81,10 @@ struct EpiGatedResidual {
     }
     // NOTE: operands are loaded kBatch column groups at a time, all loads before any use: one
     // memory latency per batch (a load-use per group left ~48 exposed latencies per tile, SASS);
-    // the weight scales are shared by both row halves.
-    constexpr int kBatch = 8;
-    static_assert((kAcc / 4) % kBatch == 0, "whole batches of 8-column groups");
+    // the weight scales are shared by both row halves. n224 (28 groups): batches of 4.
+    constexpr int kBatch = (kAcc / 4) % 8 == 0 ? 8 : 4;
+    static_assert((kAcc / 4) % kBatch == 0, "whole batches of column groups");
+    static_assert(!kResTma || (kAcc / 4) % 8 == 0, "the residual prefetch: 64-column boxes");
 #pragma unroll
     for (int j0 = 0; j0 < kAcc / 4; j0 += kBatch) {
       float2 ws[kBatch];
@@ -134,9 +135,14 @@ struct EpiGatedResidual {
         const int x = col0 + 64 * box;
         if (x < N) tma_store_2d(desc_out, src, x, row0);
       });
-    } else {
+    } else if constexpr ((kAcc / 4) % 8 == 0) {
       store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
         const int x = col0 + 128 * p + 64 * box;
+        if (x < N) tma_store_2d(desc_out, src, x, row0);
+      });
+    } else {  // n224: 32-column boxes (desc_out has 32 x 64 boxes, 64B swizzle)
+      store_fragment_bf16_w32(d, staging, wg, [&](int box, const u8* src) {
+        const int x = col0 + 32 * box;
         if (x < N) tma_store_2d(desc_out, src, x, row0);
       });
     }
@@ -263,7 +269,8 @@ __global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PA
 // minimax_h3_nvfp4_out_proj's Hopper path (sm_90a): the bf16 engine over the dequantized
 // operands a' = e2m1 * sf_a, w' = e2m1 * sf_w (exact in bf16: quantize.cu's
 // nvfp4_dequant_bf16_smxx), o = bf16(acc * alpha) with alpha formed on the device, the gated
-// residual; tiles as the bf16 GEMM's defaults (128 x 256 in clusters of two, 128 x 128 alone).
+// residual; tiles as the bf16 GEMM's defaults (128 x 256 or, where it fills the last wave better,
+// 128 x 224 in clusters of two; 128 x 128 alone).
 // Verified on the H200 (2026-12-01): the sm_90a default.
 #define H3_OPNV_PARAMS                                                                        \
   const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,            \
@@ -281,6 +288,14 @@ __global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PA
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) out_proj_nvfp4_wg_x2_sm90(H3_OPNV_PARAMS) {
   H3_OPNV_EPI;
   gemm_sm90_body<0, 256, 0, 2>(desc_a, desc_b, M, N, k_bytes, epi);
+}
+
+// n224 (the output map in 32-column boxes): N = 5376 at M = 4824 runs 7 rounds of n256 tile pairs
+// for 6.05 rounds of work, 7 of n224 for 6.9 (gemm.bf16_tile_n).
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
+    out_proj_nvfp4_wg_n224_x2_sm90(H3_OPNV_PARAMS) {
+  H3_OPNV_EPI;
+  gemm_sm90_body<0, 224, 0, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 __global__ void __launch_bounds__(384, 1) out_proj_nvfp4_wg_sm90(H3_OPNV_PARAMS) {

@@ -53,6 +53,7 @@ OUT_PROJ = jit.ModuleSpec(
         "h3::out_proj_fp8_mma_smxx<1>",
         "h3::out_proj_fp8_mma_smxx<2>",
         "h3::out_proj_nvfp4_wg_x2_sm90",
+        "h3::out_proj_nvfp4_wg_n224_x2_sm90",
         "h3::out_proj_nvfp4_wg_sm90",
     ),
 )
@@ -386,8 +387,15 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
     """The Hopper path's launches 2-4: a' and w' (exact bf16), then the bf16 engine with
     ``o = bf16(acc * alpha)`` and the gated residual."""
     dev, m = aq.device, aq.shape[0]
-    desc_a, desc_b, tile_n, cluster = gemm.nvfp4_bf16_operands(aq, asf, wq, wsf, a_bf, w_bf)
-    name = f"h3::out_proj_nvfp4_wg{'_x2' if cluster == 2 else ''}_sm90"
+    desc_a, desc_b, tile_n, cluster = gemm.nvfp4_bf16_operands(
+        aq, asf, wq, wsf, a_bf, w_bf, wave_tile=True
+    )
+    if tile_n == 224:
+        name = "h3::out_proj_nvfp4_wg_n224_x2_sm90"
+        desc_out = gemm._c_map_w32(ot.ptr, D, m)
+    else:
+        name = f"h3::out_proj_nvfp4_wg{'_x2' if cluster == 2 else ''}_sm90"
+        desc_out = gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64)
     kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
     smem = gemm.wgmma_smem_bytes(tile_n)
     launch(
@@ -397,7 +405,7 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
         (
             desc_a,
             desc_b,
-            gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64),
+            desc_out,
             i32(m),
             i32(D),
             i32(ATTN * 2),
