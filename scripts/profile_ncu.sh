@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Nsight Compute rounds on the GPU machine, from the tree (ncu --clock-control none: the H200 runs
+# at its own clocks). Speed of light, compute / memory workload, warp stalls, launch stats.
+#   OUT=out bash scripts/profile_ncu.sh small-m        the bf16 QKV GEMM at M = 1 (the swap-AB
+#       weight stream) and cuBLAS's kernels for it, then the FP8 pre-attention kernel at M = 4824
+#   OUT=out bash scripts/profile_ncu.sh pre-attention  the BF16 pre-attention kernel at M = 4824
+#       against the engine's plain bf16 GEMM and cuBLAS's kernel for the same QKV product
+set -u -o pipefail
+OUT=${OUT:-out}
+MODE=${1:-pre-attention}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 H3CUPY_CACHE_DIR=$PWD/.h3cache
+SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+  --section WarpStateStats --section Occupancy --section LaunchStats)
+NCU=(ncu --clock-control none --kernel-name-base mangled)
+
+# h3 KERNEL_REGEX SKIP CMD...: one launch of an h3cupy kernel inside a benchmark run
+h3() {
+  local regex=$1 skip=$2
+  shift 2
+  timeout 150 "${NCU[@]}" --kernel-name "regex:$regex" --launch-skip "$skip" --launch-count 1 \
+    "${SECTIONS[@]}" "$@"
+}
+
+# cublas_qkv M COUNT: the kernels of the fourth torch.mm call for the bf16 QKV product at M rows
+cublas_qkv() {
+  timeout 90 "${NCU[@]}" --profile-from-start off --launch-skip 3 --launch-count "$2" \
+    "${SECTIONS[@]}" python3 -c "
+import torch
+a = torch.randn($1, 5376, device='cuda').bfloat16()
+b = (torch.randn(21504, 5376, device='cuda') * 0.01).bfloat16()
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+for _ in range(6):
+    torch.mm(a, b.t())
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()"
+}
+
+case "$MODE" in
+  small-m)
+    {
+      echo "== h3cupy bf16 QKV at M = 1: the swap-AB GEMM kernel (gemm_wgmma's route there)"
+      h3 gemm_swapab 3 python3 benchmarks/gemm.py --m 1 --fmt bf16 --shapes qkv --backend wgmma --reps 2
+      echo "== cuBLAS (torch.mm), QKV, M = 1: every kernel of the fourth call"
+      cublas_qkv 1 2
+      echo "== h3cupy FP8 pre-attention kernel, M = 4824"
+      h3 pre_attention_fp8_m192 2 python3 benchmarks/ops_fp8.py --ops pre_attention --m 4824 \
+        --no-compile --reps 1
+    } 2>&1 | tee "$OUT/ncu_small_m.txt"
+    ;;
+  pre-attention)
+    {
+      echo "== h3cupy BF16 pre-attention kernel, M = 4824"
+      h3 pre_attention_bf16_x2 2 python3 benchmarks/pre_attention.py --p 8 --no-compile --reps 1
+      echo "== h3cupy bf16 engine GEMM, QKV, M = 4824"
+      h3 gemm_wgmma 2 python3 benchmarks/gemm.py --m 4824 --fmt bf16 --shapes qkv --backend wgmma \
+        --reps 2
+      echo "== cuBLAS (torch.mm), QKV, M = 4824: the fourth call's kernel"
+      cublas_qkv 4824 1
+    } 2>&1 | tee "$OUT/ncu_pre_attention.txt"
+    ;;
+  *)
+    echo "unknown mode: $MODE (small-m, pre-attention)" >&2
+    exit 2
+    ;;
+esac
