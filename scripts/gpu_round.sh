@@ -123,6 +123,10 @@ case "$MODE" in
     run 300 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py tests/test_gemm_gpu.py \
       -k "not fp8_pre_attention"
     ;;
+  # The A/B modes below time an older tree in the same call. Make it on the CPU machine with
+  #   mkdir .abtree && git archive REV | tar -x -C .abtree &&
+  #   (cd .abtree && H3CUPY_CACHE_DIR=$PWD/.h3cache PYTHONPATH=. python scripts/prebuild_cache.py sm_90a)
+  # and carry it (with .h3cache) to the device; .abtree/ and .abtree2/ are ignored by git.
   s6-ab)  # session 6, first call: the pre-attention epilogue with its row operands loaded early
           # (one memory round trip per tile) and paired bf16 roundings. Quick correctness first,
           # then each op timed on this tree and on the previous commit's (.abtree/, an export of
