@@ -5,13 +5,15 @@
 #       weight stream) and cuBLAS's kernels for it, then the FP8 pre-attention kernel at M = 4824
 #   OUT=out bash scripts/profile_ncu.sh pre-attention  the BF16 pre-attention kernel at M = 4824
 #       against the engine's plain bf16 GEMM and cuBLAS's kernel for the same QKV product
+#   OUT=out bash scripts/profile_ncu.sh mlp            the MLP's FC1 kernel (SwiGLU epilogue) at
+#       M = 4824 against the engine's plain FP8 GEMM of the same shape
 set -u -o pipefail
 OUT=${OUT:-out}
 MODE=${1:-pre-attention}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 H3CUPY_CACHE_DIR=$PWD/.h3cache
 SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
-  --section WarpStateStats --section Occupancy --section LaunchStats)
+  --section WarpStateStats --section InstructionStats --section Occupancy --section LaunchStats)
 NCU=(ncu --clock-control none --kernel-name-base mangled)
 
 # h3 KERNEL_REGEX SKIP CMD...: one launch of an h3cupy kernel inside a benchmark run
@@ -60,8 +62,17 @@ case "$MODE" in
       cublas_qkv 4824 1
     } 2>&1 | tee "$OUT/ncu_pre_attention.txt"
     ;;
+  mlp)
+    {
+      echo "== h3cupy MLP FC1 kernel (FP8 GEMM + SwiGLU epilogue), M = 4824"
+      h3 mlp_fc1_fp8_x2 2 python3 benchmarks/ops_fp8.py --ops mlp --m 4824 --no-compile --reps 1
+      echo "== h3cupy FP8 engine GEMM, FC1 shape, M = 4824 (the plain epilogue)"
+      h3 gemm_wgmma 2 python3 benchmarks/gemm.py --m 4824 --fmt e4m3 --shapes fc1 --backend wgmma \
+        --reps 2
+    } 2>&1 | tee "$OUT/ncu_mlp.txt"
+    ;;
   *)
-    echo "unknown mode: $MODE (small-m, pre-attention)" >&2
+    echo "unknown mode: $MODE (small-m, pre-attention, mlp)" >&2
     exit 2
     ;;
 esac
