@@ -7,6 +7,8 @@
 #       against the engine's plain bf16 GEMM and cuBLAS's kernel for the same QKV product
 #   OUT=out bash scripts/profile_ncu.sh mlp            the MLP's FC1 kernel (SwiGLU epilogue) at
 #       M = 4824 against the engine's plain FP8 GEMM of the same shape
+#   OUT=out bash scripts/profile_ncu.sh out-proj       the FP8 out_proj's GEMM kernel (gated
+#       residual) at M = 4824 against the engine's plain FP8 GEMM of the O shape
 set -u -o pipefail
 OUT=${OUT:-out}
 MODE=${1:-pre-attention}
@@ -71,8 +73,17 @@ case "$MODE" in
         --reps 2
     } 2>&1 | tee "$OUT/ncu_mlp.txt"
     ;;
+  out-proj)
+    {
+      echo "== h3cupy FP8 out_proj GEMM kernel (gated-residual epilogue), M = 4824"
+      h3 out_proj_fp8_x2 2 python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 --no-compile --reps 1
+      echo "== h3cupy FP8 engine GEMM, O shape, M = 4824 (the plain epilogue)"
+      h3 gemm_wgmma 2 python3 benchmarks/gemm.py --m 4824 --fmt e4m3 --shapes o --backend wgmma \
+        --reps 2
+    } 2>&1 | tee "$OUT/ncu_out_proj.txt"
+    ;;
   *)
-    echo "unknown mode: $MODE (small-m, pre-attention, mlp)" >&2
+    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj)" >&2
     exit 2
     ;;
 esac
