@@ -133,7 +133,7 @@ case "$MODE" in
           # it with its own prebuilt cache, carried), in the same call.
     run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
       "(test_fp8_pre_attention and (4824 or 129) and not mma and not errors) or \
-      (test_bf16_pre_attention and (4097 or 129) and not mma and not pingpong)"
+      (test_bf16_pre_attention and (4097 or 129) and not mma)"
     run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention nvfp4_pre_attention \
       --json "$OUT/bench_pre_attention_fp8_new.json"
     run 130 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention_bf16_new.json"

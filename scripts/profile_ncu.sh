@@ -41,6 +41,18 @@ torch.cuda.synchronize()
 torch.cuda.profiler.stop()"
 }
 
+# op_vs_plain KERNEL_REGEX OP SHAPE TITLE: an FP8 operator's fused GEMM kernel at M = 4824
+# (benchmarks/ops_fp8.py --ops OP) and the engine's plain FP8 GEMM of the same shape
+op_vs_plain() {
+  {
+    echo "== h3cupy $4, M = 4824"
+    h3 "$1" 2 python3 benchmarks/ops_fp8.py --ops "$2" --m 4824 --no-compile --reps 1
+    echo "== h3cupy FP8 engine GEMM, $3 shape, M = 4824 (the plain epilogue)"
+    h3 gemm_wgmma 2 python3 benchmarks/gemm.py --m 4824 --fmt e4m3 --shapes "$3" --backend wgmma \
+      --reps 2
+  } 2>&1
+}
+
 case "$MODE" in
   small-m)
     {
@@ -65,22 +77,11 @@ case "$MODE" in
     } 2>&1 | tee "$OUT/ncu_pre_attention.txt"
     ;;
   mlp)
-    {
-      echo "== h3cupy MLP FC1 kernel (FP8 GEMM + SwiGLU epilogue), M = 4824"
-      h3 mlp_fc1_fp8_x2 2 python3 benchmarks/ops_fp8.py --ops mlp --m 4824 --no-compile --reps 1
-      echo "== h3cupy FP8 engine GEMM, FC1 shape, M = 4824 (the plain epilogue)"
-      h3 gemm_wgmma 2 python3 benchmarks/gemm.py --m 4824 --fmt e4m3 --shapes fc1 --backend wgmma \
-        --reps 2
-    } 2>&1 | tee "$OUT/ncu_mlp.txt"
+    op_vs_plain mlp_fc1_fp8_x2 mlp fc1 "MLP FC1 kernel (FP8 GEMM + SwiGLU epilogue)" | tee "$OUT/ncu_mlp.txt"
     ;;
   out-proj)
-    {
-      echo "== h3cupy FP8 out_proj GEMM kernel (gated-residual epilogue), M = 4824"
-      h3 out_proj_fp8_x2 2 python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 --no-compile --reps 1
-      echo "== h3cupy FP8 engine GEMM, O shape, M = 4824 (the plain epilogue)"
-      h3 gemm_wgmma 2 python3 benchmarks/gemm.py --m 4824 --fmt e4m3 --shapes o --backend wgmma \
-        --reps 2
-    } 2>&1 | tee "$OUT/ncu_out_proj.txt"
+    op_vs_plain out_proj_fp8_x2 out_proj o "FP8 out_proj GEMM kernel (gated-residual epilogue)" |
+      tee "$OUT/ncu_out_proj.txt"
     ;;
   *)
     echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj)" >&2
