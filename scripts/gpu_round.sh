@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -163,6 +163,48 @@ case "$MODE" in
     run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention nvfp4_pre_attention \
       --json "$OUT/bench_pre_attention_fp8.json"
     run 130 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention_bf16.json"
+    ;;
+  s7-fused)  # session 7: the single-launch out_proj / FC2 with the first round's rows quantized by
+              # the consumer warps and the spare warps' loads batched: one smoke test, the W8A8
+              # out_proj and MLP benchmarks (both forms, and the two-launch form without its
+              # quantization launch), then the fused forms' tests
+    # a hang here (a persistent kernel that never finishes) must not eat the call: stop at once
+    run 45 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "fused_quantization and 4824"
+    [ "$status" = 0 ] || exit 1
+    run 90 "$OUT/bench.log" python3 scripts/probe_fused.py --m 4824 38592 --json "$OUT/probe_fused.json"
+    run 260 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp \
+      --json "$OUT/bench_ops_fused.json"
+    run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
+      tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s7-final)  # session 7, last call: the FP8 out_proj on its new default (the single-launch form)
+              # at every tested M and index type, aliasing, the two-launch form, the capture
+              # guard, graphs; the MLP's fused and graph tests on its own switch
+    run 45 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "test_fp8_out_proj and 4824 and int32"
+    [ "$status" = 0 ] || exit 1
+    run 250 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py -k \
+      "fp8 and not mma and not (test_fp8_out_proj and 4824 and int32)"
+    run 100 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "fused or graph"
+    ;;
+  s7-fair)  # session 7: the W8A8 out_proj and MLP benchmarks again, each round of the graph
+             # replays starting one function later (testing.bench_graphs)
+    run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --reps 14 \
+      --json "$OUT/bench_ops_fused_fair.json"
+    ;;
+  s7-probe)  # session 7: what slows the single-launch out_proj while its spare warps run:
+              # diagnostic builds (out_proj.cu's H3_FUSED_* switches) on the 56 / 224 register
+              # split that the fused kernels then had (H3_FUSED_PREGS=56; now 40 / 232)
+    run 200 "$OUT/bench.log" python3 scripts/probe_fused.py --m 4824 38592 --variant \
+      evict=H3_FUSED_EVICT,H3_FUSED_PREGS=56 nofence=H3_FUSED_NOFENCE,H3_FUSED_PREGS=56 \
+      nospare=H3_FUSED_NOSPARE,H3_FUSED_PREGS=56 --json "$OUT/probe_fused_variants.json"
+    ;;
+  s7-probe2)  # session 7: the single-launch kernel's structure without spare warps (registers,
+              # the per-tile poll and its proxy fence), as s7-probe
+    run 200 "$OUT/bench.log" python3 scripts/probe_fused.py --m 4824 38592 --variant \
+      nospare=H3_FUSED_NOSPARE,H3_FUSED_PREGS=56 nospare_r40=H3_FUSED_NOSPARE,H3_FUSED_PREGS=40 \
+      nospare_nopoll=H3_FUSED_NOSPARE,H3_FUSED_NOPOLL,H3_FUSED_PREGS=56 \
+      nospare_nopfence=H3_FUSED_NOSPARE,H3_FUSED_NOPFENCE,H3_FUSED_PREGS=56 \
+      nopfence=H3_FUSED_NOPFENCE,H3_FUSED_PREGS=56 --json "$OUT/probe_fused_structure.json"
     ;;
   s6-nv224)  # session 6: the NVFP4 out_proj's Hopper path on n224 tiles where the wave model
               # picks them (M = 385 .. 2000, 4824, 9648 for N = 5376): tests, then timed against

@@ -6,14 +6,32 @@
 // bf16 x bf16 products are exact in fp32, so the only roundings are the two bf16 ones. `out` may
 // alias `residual`: each residual tile is read (by TMA into shared memory, or into registers)
 // before the same tile of out is stored.
-// Two forms: the per-token FP8 quantization of attn_out as its own launch before this one
-// (quantize.cu; the default, faster on the H200), or inside this launch by the spare producer
-// warps behind ready flags (out_proj.FUSED_QUANT; 1.28-1.45x the plain GEMM, NOTES.md).
+// Two forms: the per-token FP8 quantization of attn_out inside this launch behind per-tile ready
+// counters (ProQuantRowsFp8 below; out_proj.FUSED_QUANT, the default: 1-2% faster than two
+// launches on the H200, NOTES.md session 7), or as its own launch before this one (quantize.cu).
 // Verified on the H200 (both forms, 2026-12-01).
 #include "h3/gemm_nvfp4.cuh"
 #include "h3/gemm_sm90.cuh"
 #include "h3/quant.cuh"
 #include "h3/reduce.cuh"
+
+#ifdef H3_FUSED_PROBE
+// Diagnostics of the single-launch form (scripts/probe_fused.py builds this module with
+// -DH3_FUSED_PROBE): nanoseconds and counts summed over a launch. The script's variants add
+// switches that exist for timing experiments only (never set by the ops; some drop ordering,
+// so act_q may be read stale): H3_FUSED_NOSPARE (the consumers quantize every row first),
+// H3_FUSED_NOPOLL / H3_FUSED_NOPFENCE (no per-tile counter poll / no proxy fence after it),
+// H3_FUSED_NOFENCE (no per-row proxy fence), H3_FUSED_EVICT (the codes pass's loads
+// evict-first), H3_FUSED_PREGS=N (the producer warpgroup's register budget).
+__device__ unsigned long long h3_probe[8];
+#define H3_PROBE_NOW(t) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t))
+#define H3_PROBE_ADD(i, v) atomicAdd(&h3_probe[i], static_cast<unsigned long long>(v))
+#define H3_PROBE_MAX(i, v) atomicMax(&h3_probe[i], static_cast<unsigned long long>(v))
+#else
+#define H3_PROBE_NOW(t)
+#define H3_PROBE_ADD(i, v)
+#define H3_PROBE_MAX(i, v)
+#endif
 
 namespace h3 {
 
@@ -149,14 +167,20 @@ struct EpiGatedResidual {
   }
 };
 
-// The single-launch form: the per-token FP8 of attn_out is computed by the three spare warps of
-// every CTA's producer warpgroup (worker w of W takes rows w, w + W, ... in increasing order, so
-// the first M-tiles are finished first, by many CTAs at once) and published per 128-row tile with a
-// counter; the TMA producer waits for its tile's counter before the first A load.
+// The single-launch form: the per-token FP8 of attn_out (or of y: the MLP's FC2), published per
+// 128-row tile with a counter that the TMA producer waits on before the tile's first A load.
+// * The rows that the first round of tiles reads (r0 of them, the engine's count) are quantized
+//   by the consumer warps of the whole grid before their first tile: they idle until then, and
+//   with 232 registers each keeps 14 loads per lane in flight. Measured: ~20 us for the 2048 rows
+//   of a first round, then no tile waits (the spare warps alone had the first round wait
+//   ~100 us at M = 4824, 1.28-1.45x the plain GEMM; benchmarks/NOTES.md session 7).
+// * The rest by the three spare warps of every CTA's producer warpgroup, in increasing row order
+//   across the grid (worker w of W takes rows r0 + w, r0 + w + W, ...), ahead of the tile order.
+// Each row: one warp, a pass for the amax (DRAM) and a pass for the codes (L2 hits).
 // Memory order: writer: codes and scale stores, fence.proxy.async (visible to TMA), warp sync,
 // then one release-add per row; reader: acquire-load of the counter, fence.proxy.async, then TMA.
 // Never deadlocks: the workers wait on nothing, and every CTA of the (persistent, fully
-// resident) grid runs its workers whatever its consumers do.
+// resident) grid runs its workers whatever its tiles wait for.
 struct ProQuantRowsFp8 {
   const bf16_t* __restrict__ src;  // attn_out [M, K]
   u8* act_q;                       // [M, K]
@@ -166,46 +190,129 @@ struct ProQuantRowsFp8 {
 
   H3_DEVICE void before_a(int m0) const {
     if (m0 >= M) return;  // a cluster peer's tile entirely past M: nothing to wait for
+#ifdef H3_FUSED_NOPOLL
+    return;
+#endif
     const u32 need = static_cast<u32>(min(128, M - m0));
     const u32* flag = tile_rows + m0 / 128;
-    for (;;) {
+    [[maybe_unused]] u64 t0 = 0, t1 = 0;
+    H3_PROBE_NOW(t0);
+    for (int polls = 0;; ++polls) {
       u32 v;
       asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-      if (v >= need) break;
+      if (v >= need) {
+        H3_PROBE_NOW(t1);
+        H3_PROBE_ADD(polls ? 0 : 2, t1 - t0);  // [0]: time waited, [2]: one poll's latency
+        H3_PROBE_ADD(polls ? 1 : 3, 1);        // [1]: tiles that waited, [3]: tiles that did not
+        break;
+      }
       __nanosleep(64);
     }
+#ifndef H3_FUSED_NOPFENCE
     asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
   }
 
-  H3_DEVICE void spare(int w) const {
-    const int lane = threadIdx.x % 32;
-    const int workers = gridDim.x * 3;
-    for (int r = blockIdx.x * 3 + (w - 1); r < M; r += workers) {
-      const bf16_t* row = src + static_cast<i64>(r) * K;
-      float amax = 0.f;
-      for (int k = 8 * lane; k < K; k += 256) {
-        float f[8];
-        unpack_bf16x8(ld16(row + k), f);
+  // f(v, i) for this lane's 16-byte chunks i = 0..n-1 of a row (chunk i at src_row + 256 i),
+  // kB loads in flight: whole batches run unpredicated, the remainder one load at a time (the
+  // producer warps' 40 registers have no room for a predicate and an address per load).
+  template <int kB, bool kEvict, class F>
+  H3_DEVICE static void each_chunk(const bf16_t* src_row, int n, const F& f) {
+    int i = 0;
+#pragma unroll 1
+    for (; i + kB <= n; i += kB) {
+      const bf16_t* p = src_row + 256 * i;
+      uint4 v[kB];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
-      }
-      amax = warp_max(amax);
-      const float sc = fp8_scale_from_amax(amax), rcp = __frcp_rn(sc);
-      u8* qrow = act_q + static_cast<i64>(r) * K;
-      for (int k = 8 * lane; k < K; k += 256) {
-        float f[8];
-        unpack_bf16x8(ld16(row + k), f);
-        *reinterpret_cast<uint2*>(qrow + k) = fp8_codes_x8(f, sc, rcp);
-      }
-      if (lane == 0) act_scale[r] = sc;
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-      __syncwarp();
-      if (lane == 0) {
-        __threadfence();
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(tile_rows + r / 128)
-                     : "memory");
-      }
+#ifdef H3_FUSED_EVICT
+      for (int u = 0; u < kB; ++u) v[u] = kEvict ? ld16_stream(p + 256 * u) : ld16(p + 256 * u);
+#else
+      for (int u = 0; u < kB; ++u) v[u] = ld16(p + 256 * u);
+#endif
+#pragma unroll
+      for (int u = 0; u < kB; ++u) f(v[u], i + u);
     }
+#pragma unroll 1
+    for (; i < n; ++i) f(ld16(src_row + 256 * i), i);
+  }
+
+  // Row r by the calling warp, kU (amax pass) / kV (codes pass) loads per lane in flight; K is a
+  // multiple of 256 (one 16-byte load per lane covers 256 values).
+  template <int kU, int kV>
+  H3_DEVICE void row(int r) const {
+    const int lane = threadIdx.x % 32, n = K / 256;
+    const bf16_t* src_row = src + static_cast<i64>(r) * K + 8 * lane;
+    float amax = 0.f;
+    each_chunk<kU, false>(src_row, n, [&](uint4 v, int) {
+      float f[8];
+      unpack_bf16x8(v, f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(f[e]));
+    });
+    amax = warp_max(amax);
+    const float sc = fp8_scale_from_amax(amax), rcp = __frcp_rn(sc);
+    u8* qrow = act_q + static_cast<i64>(r) * K + 8 * lane;
+    each_chunk<kV, true>(src_row, n, [&](uint4 v, int i) {
+      float f[8];
+      unpack_bf16x8(v, f);
+      *reinterpret_cast<uint2*>(qrow + 256 * i) = fp8_codes_x8(f, sc, rcp);
+    });
+    publish(r, sc);
+  }
+
+  // Row r's scale, then its counter (after every lane's codes are visible to the async proxy).
+  H3_DEVICE void publish(int r, float sc) const {
+    const int lane = threadIdx.x % 32;
+    if (lane == 0) act_scale[r] = sc;
+#ifndef H3_FUSED_NOFENCE
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+    __syncwarp();
+    if (lane == 0) {
+      __threadfence();
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(tile_rows + r / 128)
+                   : "memory");
+    }
+  }
+
+  // Loads per lane per batch. Spare warps (40 registers; a 56 / 224 split measured 4.6% slower
+  // consumers, NOTES.md session 7): 7 / 2, both dividing 7168 / 256 and 14336 / 256; 14 / 7
+  // (measured) made the CI toolchain's ptxas keep the consumers' tile index in local memory.
+  static constexpr int kSpareU = 7, kSpareV = 2, kConsU = 14, kConsV = 14;
+
+#ifdef H3_FUSED_PREGS
+  static constexpr int kProducerRegs = H3_FUSED_PREGS;
+#endif
+
+  H3_DEVICE void spare(int w, int r0) const {
+#ifdef H3_FUSED_NOSPARE
+    return;
+#endif
+    const int workers = gridDim.x * 3;
+    [[maybe_unused]] u64 t0 = 0, t1 = 0;
+    [[maybe_unused]] int rows_done = 0;
+    H3_PROBE_NOW(t0);
+    for (int r = r0 + blockIdx.x * 3 + (w - 1); r < M; r += workers) {
+      row<kSpareU, kSpareV>(r);
+      ++rows_done;
+    }
+    H3_PROBE_NOW(t1);
+    if (threadIdx.x % 32 == 0) {
+      H3_PROBE_ADD(4, t1 - t0);    // [4]: spare warps' busy time
+      H3_PROBE_ADD(5, rows_done);  // [5]: their rows
+      H3_PROBE_MAX(6, t1 - t0);    // [6]: the longest
+    }
+  }
+
+  H3_DEVICE void consumers(int worker, int workers, int r0) const {
+    [[maybe_unused]] u64 t0 = 0, t1 = 0;
+    H3_PROBE_NOW(t0);
+#ifdef H3_FUSED_NOSPARE
+    r0 = M;
+#endif
+    for (int r = worker; r < r0; r += workers) row<kConsU, kConsV>(r);
+    H3_PROBE_NOW(t1);
+    if (threadIdx.x % 32 == 0) H3_PROBE_MAX(7, t1 - t0);  // [7]: the consumers' longest
   }
 };
 

@@ -104,12 +104,20 @@ struct Sm90GemmCfg {
   static constexpr int kStepBytes = 32;  // one wgmma k-step: k16 bf16 or k32 e4m3
   static constexpr int kAcc = kBN / 2;   // fp32 fragment registers per thread
   static constexpr int kThreads = 128 * (kWG + 1);
-  // Register budgets after setmaxnreg (128 x (producer + kWG consumers) <= 64 Ki): two
-  // 112-register fragments (promoted n224) need 240 per consumer thread, which leaves the
-  // producer 24; three consumer warpgroups get 160 each (two 64-register n128 fragments).
+  // Register budgets after setmaxnreg: two 112-register fragments (promoted n224) need 240 per
+  // consumer thread, which leaves the producer 24; three consumer warpgroups get 160 each (two
+  // 64-register n128 fragments).
+  // NOTE: setmaxnreg moves registers within the CTA's launch allocation (the per-thread count of
+  // __launch_bounds__(kThreads, 1), a multiple of 8, times kThreads: 3 x 168 per 128 threads
+  // here), not the SM's 64 Ki: an increase the decreases do not cover waits forever (a 64 / 224
+  // split hung the 384-thread kernels, 2026-12-01). Consumers at 224 instead of 232 also measured
+  // 4.6% slower on the FP8 n192 out_proj kernel (benchmarks/NOTES.md, session 7).
   static constexpr int kConsumerRegs = kWG == 3 ? 160 : kPromote != 0 && kBN == 224 ? 240 : 232;
   static constexpr int kProducerRegs = kWG == 3 ? 32 : kPromote != 0 && kBN == 224 ? 24 : 40;
   static constexpr int kGroupM = 8;  // tile pairs (16 M-tiles) per group
+  static_assert(128 * kProducerRegs + 128 * kWG * kConsumerRegs <=
+                    (65536 / kThreads) / 8 * 8 * kThreads,
+                "setmaxnreg budgets must fit the CTA's launch allocation");
 };
 
 // Grouped (L2-friendly) order of the output tiles (or tile pairs).
@@ -123,14 +131,43 @@ struct TileOrder {
     mt = first + local % gm;
     nt = local / gm;
   }
+  // One past the highest M-tile (pair) index among units 0..units-1 (units >= 1): within a group
+  // the M index cycles fastest, so the last unit's group is the highest one touched, and it
+  // touches all of that group's M-tiles once its local index reaches gm - 1.
+  H3_DEVICE int m_end(int units) const {
+    const int t = min(units, count()) - 1;
+    const int first = (t / (group * num_n)) * group;
+    const int gm = min(num_m - first, group);
+    return first + min(gm - 1, t - first * num_n) + 1;
+  }
 };
 
 // Producer hooks (the default does nothing): `before_a(m0)` runs in the producer thread before the
-// first A load of each tile (rows m0..m0+kBM-1), `spare(w)` in warps w = 1..3 of the producer
-// warpgroup (which otherwise idle), concurrently with everything else.
+// first A load of each tile (rows m0..m0+kBM-1); `spare(w, r0)` in warps w = 1..3 of the producer
+// warpgroup (which otherwise idle), concurrently with everything else; `consumers(worker,
+// workers, r0)` in every consumer warp of the grid (worker 0..workers-1) before its first tile.
+// r0 is the number of A rows that the grid's first round of tiles reads (rows 0..r0-1, at most
+// M): work the first round waits for can go to the consumer warps, which are idle until then.
+// A hook type may declare `static constexpr int kProducerRegs` (a multiple of 8) to move the
+// register split: the producer warpgroup gets that budget, the consumers the rest of the launch
+// allocation (scripts/probe_fused.py's register experiment; no kernel's default).
 struct NoProducerHooks {
   H3_DEVICE void before_a(int) const {}
-  H3_DEVICE void spare(int) const {}
+  H3_DEVICE void spare(int, int) const {}
+  H3_DEVICE void consumers(int, int, int) const {}
+};
+
+template <class P, int kDefault>
+struct ProducerRegs {
+  template <class U>
+  __host__ __device__ static constexpr int test(decltype(&U::kProducerRegs)) {
+    return U::kProducerRegs;
+  }
+  template <class U>
+  __host__ __device__ static constexpr int test(...) {
+    return kDefault;
+  }
+  static constexpr int value = test<P>(nullptr);
 };
 
 template <int kFmt, int kBN, int kPromote, int kCluster, class Epi, bool kPingPong = false,
@@ -150,6 +187,15 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                 "split-K: single CTAs, cooperative schedule, no promotion");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster, kPf, kWG>;
+  constexpr int kLaunchRegs = (65536 / Cfg::kThreads) / 8 * 8;  // see Sm90GemmCfg's NOTE
+  constexpr int kProducerRegs = ProducerRegs<Pro, Cfg::kProducerRegs>::value;
+  constexpr int kConsumerRegs =
+      kProducerRegs == Cfg::kProducerRegs
+          ? Cfg::kConsumerRegs
+          : ((kLaunchRegs * Cfg::kThreads - 128 * kProducerRegs) / (128 * kWG)) / 8 * 8;
+  static_assert(kProducerRegs % 8 == 0 && kProducerRegs >= 24, "setmaxnreg: a multiple of 8");
+  static_assert(128 * kProducerRegs + 128 * kWG * kConsumerRegs <= kLaunchRegs * Cfg::kThreads,
+                "setmaxnreg budgets must fit the CTA's launch allocation");
   constexpr int S = Cfg::kStages;
   extern __shared__ u8 smem_raw[];
   // NOTE: 128B-swizzled TMA tiles and wgmma descriptors need 1024-byte aligned tile bases. The
@@ -166,6 +212,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   const int cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
   const int num_m = (M + Cfg::kBM - 1) / Cfg::kBM;
   const TileOrder order{(num_m + kCluster - 1) / kCluster, (N + kBN - 1) / kBN, Cfg::kGroupM};
+  // The A rows that the first round of tiles reads (the hooks' r0); formed where each role uses
+  // it (a value held across setmaxnreg went to local memory in the fused out_proj kernel).
+  auto first_rows = [&]() { return min(M, order.m_end(clusters) * kCluster * Cfg::kBM); };
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -190,7 +239,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   }
 
   if (wg == 0) {
-    setmaxnreg_dec<Cfg::kProducerRegs>();
+    setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
       int it = 0;
       const int units = kSplitK ? order.count() * splits : order.count();
@@ -222,10 +271,12 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         }
       }
     } else if (threadIdx.x >= 32) {
-      pro.spare(threadIdx.x / 32);
+      pro.spare(threadIdx.x / 32, first_rows());
     }
   } else {
-    setmaxnreg_inc<Cfg::kConsumerRegs>();
+    setmaxnreg_inc<kConsumerRegs>();
+    pro.consumers(blockIdx.x + gridDim.x * (threadIdx.x / 32 - 4), gridDim.x * 4 * kWG,
+                  first_rows());
     const bool leader = threadIdx.x % 128 == 0;
     const int a_off = 64 * (wg - 1) * Cfg::kBKBytes;  // this warpgroup's 64 rows of the A tile
     auto release = [&](int s) {
