@@ -644,10 +644,10 @@ def _expected_flags(m: int) -> np.ndarray:
     """The MLP's workspace_flags after a call: zero (two-launch FC2), or the rows of each 128-row
     tile of y once FC2's spare warps have quantized them (the fused form)."""
     from .core import arch
-    from .ops import out_proj
+    from .ops import mlp, out_proj
 
     n = -(-m // 128)
-    if not out_proj.FUSED_QUANT or out_proj.gemm_backend(arch.current_target()) != "wgmma":
+    if not mlp.FUSED_QUANT or out_proj.gemm_backend(arch.current_target()) != "wgmma":
         return np.zeros(n, np.int32)
     return np.minimum(128, m - 128 * np.arange(n)).astype(np.int32)
 

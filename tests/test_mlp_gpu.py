@@ -81,11 +81,11 @@ def test_mlp_errors(rng):
 
 @pytest.mark.parametrize("m", (129, 4824))
 def test_mlp_fp8_fused_y_quantization(m, rng, monkeypatch):
-    """FC2 quantizing y in its spare producer warps behind the workspace_flags counters."""
-    from h3cupy.ops import out_proj
+    """FC2 quantizing y inside its launch behind the workspace_flags counters."""
+    from h3cupy.ops import mlp
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "FUSED_QUANT", True)
+    monkeypatch.setattr(mlp, "FUSED_QUANT", True)
     results = check_mlp_fp8(m, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
@@ -111,10 +111,10 @@ def test_mlp_fp8_graph(form, rng, monkeypatch):
     """Every workspace supplied: a second eager run and a CUDA-graph replay (fresh stream, no
     allocation or host sync inside; the flag memset is captured too) give the first run's bytes
     in out and every workspace, in every form."""
-    from h3cupy.ops import out_proj
+    from h3cupy.ops import mlp, out_proj
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "FUSED_QUANT", form == "fused")
+    monkeypatch.setattr(mlp, "FUSED_QUANT", form == "fused")
     monkeypatch.setattr(out_proj, "BACKEND", "mma" if form == "mma" else "auto")
     results = check_mlp_fp8(257, rng, graph=True)
     bad = [r.row() for r in results if not r.passed]

@@ -42,20 +42,29 @@ def test_fp8_out_proj_aliasing_residual(m, rng):
     assert not bad, "\n".join(bad)
 
 
-def test_fp8_out_proj_errors(rng):
+def _error_path_inputs(m: int):
+    """attn_out, o_weight_q, o_weight_scale, gate, gate_index, residual of the right shapes for
+    the tests of refused calls (their values are never used)."""
     import cupy
 
     from h3cupy import formats
+
+    return (
+        cupy.zeros((m, 7168), formats.BF16),
+        cupy.zeros((5376, 7168), np.uint8),
+        cupy.ones((5376,), np.float32),
+        cupy.zeros((9, 5376), formats.BF16),
+        cupy.zeros((m,), np.int32),
+        cupy.zeros((m, 5376), formats.BF16),
+    )
+
+
+def test_fp8_out_proj_errors(rng):
     from h3cupy.ops.out_proj import minimax_h3_fp8_out_proj as op
 
     _need_sm90()
     m = 64
-    a = cupy.zeros((m, 7168), formats.BF16)
-    wq = cupy.zeros((5376, 7168), np.uint8)
-    ws = cupy.ones((5376,), np.float32)
-    gate = cupy.zeros((9, 5376), formats.BF16)
-    idx = cupy.zeros((m,), np.int32)
-    res = cupy.zeros((m, 5376), formats.BF16)
+    a, wq, ws, gate, idx, res = _error_path_inputs(m)
     with pytest.raises(ValueError, match=r"attn_out: expected shape \[\*, 7168\]"):
         op(a[:, :7000], wq, ws, gate, idx, res)
     with pytest.raises(TypeError, match=r"gate_index: expected dtype int32 or int64"):
@@ -67,16 +76,41 @@ def test_fp8_out_proj_errors(rng):
 
 
 @pytest.mark.parametrize("m", (1, 129, 4824, 38592))
-def test_fp8_out_proj_fused_quantization(m, rng, monkeypatch):
-    """The single-launch form: the spare producer warps quantize attn_out and publish it per
-    128-row tile; same checks (act_q / act_scale bit-exact, out within bounds)."""
+def test_fp8_out_proj_two_launch(m, rng, monkeypatch):
+    """The two-launch form (FUSED_QUANT = False: the per-token FP8 of attn_out as a launch of its
+    own; the tests above run the default single-launch form); same checks."""
     from h3cupy.ops import out_proj
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "FUSED_QUANT", True)
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", False)
     results = check_out_proj_fp8(m, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
+
+
+def test_fp8_out_proj_capture_needs_flags():
+    """Capturing the single-launch form's first call on a stream without workspace_flags is
+    refused with a ValueError naming the argument (its counters would be allocated inside the
+    capture); the capture is then ended cleanly. An error path: the inputs' values are unused."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops.out_proj import minimax_h3_fp8_out_proj as op
+
+    _need_sm90()
+    m = 300
+    a, wq, ws, gate, idx, res = _error_path_inputs(m)
+    out = cupy.empty((m, 5376), formats.BF16)
+    aq = cupy.empty((m, 7168), np.uint8)
+    asc = cupy.empty((m,), np.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        try:
+            with pytest.raises(ValueError, match=r"workspace_flags: .* being captured"):
+                op(a, wq, ws, gate, idx, res, out=out, act_q=aq, act_scale=asc)
+        finally:
+            stream.end_capture()
 
 
 @pytest.mark.parametrize("m", (1, 129, 4097))

@@ -10,9 +10,11 @@
 
 Four launches by default: the prologue (FP8), FC1 with the SwiGLU epilogue
 (``cuda_src/kernels/mlp.cu``), the per-token FP8 of y, and FC2 with the gated-residual epilogue
-(``out_proj.cu``). With ``h3cupy.ops.out_proj.FUSED_QUANT = True`` (opt-in until verified on a
-GPU), FC2's spare producer warps quantize y and publish it per 128-row tile through the
-``workspace_flags`` counters, as the seed describes: three launches.
+(``out_proj.cu``). With ``h3cupy.ops.mlp.FUSED_QUANT = True``, FC2 quantizes y inside its own
+launch (consumer warps for the first round's rows, spare producer warps for the rest) and
+publishes it per 128-row tile through the ``workspace_flags`` counters, as the seed describes:
+three launches. H200-verified; level with the four launches at M = 4824-19296 and 3% slower at
+38592 (benchmarks/NOTES.md, session 7), so not the default.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ MLP = jit.ModuleSpec(
 #: FC1 tile width by cluster size (mirrors mlp.cu: n192 clusters of two, n128 single CTAs)
 FC1_TILE_N = {1: 128, 2: 192}
 FP8_MMA_FORMS = arch.FP8_MMA_FORMS
+
+
+#: True: FC2 quantizes y inside its launch (three launches); False (default): y's per-token FP8
+#: is a launch of its own (four). Read on the wgmma back end only.
+FUSED_QUANT = False
 
 
 def minimax_h3_mlp_fc2_flags_sm120(m: int) -> int:
@@ -180,9 +187,9 @@ def minimax_h3_mlp_fp8_sm120(
         smem=smem,
     )
     # 3 + 4. FC2 with the gated-residual epilogue (the out_proj kernels, K = 14336), on the
-    # per-token FP8 of y: a launch of its own, or (out_proj.FUSED_QUANT) by FC2's spare producer
-    # warps with the 128-row ready counters in workspace_flags (or the op's own).
-    fused = out_proj.FUSED_QUANT
+    # per-token FP8 of y: a launch of its own, or (FUSED_QUANT) inside FC2's launch with the
+    # 128-row ready counters in workspace_flags (or the op's own).
+    fused = FUSED_QUANT
     extra: tuple = ()
     if fused:
         from ..core.interop import current_stream_ptr

@@ -5,10 +5,11 @@ FP8 O weight, and add the gated residual.
     o   = bf16((acc * act_scale[m]) * w_scale[n])        (acc: fp32, FP8 wgmma with fp32 promotion)
     out = bf16(residual + bf16(gate[i] * o)),  i = gate_index[m];  out = residual when i is invalid
 
-Two launches by default (the quantization, then the GEMM with the gated-residual epilogue,
-``cuda_src/kernels/out_proj.cu``); the single-launch form (the GEMM's spare producer warps
-quantize attn_out, published per 128-row tile through counters; H200-verified) is selected with
-``FUSED_QUANT = True``. ``out`` may be ``residual``.
+One launch on sm_90a by default (``FUSED_QUANT``): the GEMM's consumer warps quantize the rows
+that its first round of tiles reads, its spare producer warps the rest, each 128-row tile
+published through a counter that the TMA producer waits on (``cuda_src/kernels/out_proj.cu``);
+``FUSED_QUANT = False`` runs the quantization as a launch of its own first. ``out`` may be
+``residual``.
 """
 
 from __future__ import annotations
@@ -21,21 +22,29 @@ from . import gemm
 
 ATTN, D = 7168, 5376
 
-#: True: the single-launch form (attn_out quantized by the GEMM's spare producer warps, published
-#: per 128-row tile through counters); False: a quantization launch, then the GEMM. A module
-#: setting; the fused form is verified on the H200 but measured 1.28-1.45x the plain GEMM against
-#: the two launches' ~1.1-1.3x (benchmarks/NOTES.md), so it stays opt-in.
-FUSED_QUANT = False
+#: True: the single-launch form (attn_out quantized inside the GEMM launch, published per 128-row
+#: tile through counters); False: a quantization launch, then the GEMM. A module setting, read
+#: by the FP8 out_proj on the wgmma back end (the MLP has its own, ``mlp.FUSED_QUANT``). True since
+#: session 7: 1-2% faster than the two launches at M = 4824-38592 on the H200 (NOTES.md).
+FUSED_QUANT = True
 _tile_counters: dict[tuple[int, int], object] = {}
 
 
-def _counters(dev: int, stream_handle: int, n: int):
+def _counters(dev: int, stream_handle: int, n: int, arg: str = "workspace_flags"):
     """Per-(device, stream) tile counters for the fused form, allocated on first use (so the op
-    is CUDA-graph safe after one eager call) and grown when a larger M comes."""
+    is CUDA-graph safe after one eager call) and grown when a larger M comes. Allocating while
+    the stream is being captured is refused with a ValueError that names ``arg``."""
     import cupy
 
     buf = _tile_counters.get((dev, stream_handle))
     if buf is None or buf.size < n:
+        if cupy.cuda.runtime.streamIsCapturing(stream_handle):
+            raise ValueError(
+                f"{arg}: the single-launch form needs {n} int32 tile counters and this stream "
+                f"has none yet, and it is being captured into a CUDA graph (no allocation is "
+                f"allowed there); pass {arg}=<int32 device array of {n}>, or call the op once "
+                f"on this stream before capturing"
+            )
         with cupy.cuda.Device(dev):
             buf = cupy.zeros(max(n, 512), np.uint32)
         _tile_counters[(dev, stream_handle)] = buf
@@ -102,6 +111,9 @@ def launch_fp8_gemm_wgmma(
     extra arguments (source, act_q, tile counters), or empty; ``more``: further tensors whose
     stream the launch follows."""
     dev = aq.device
+    if fused and k % 256:
+        # the single-launch form's row quantizers move 256 values per warp-wide load
+        raise ValueError(f"the single-launch FP8 GEMM needs K % 256 == 0; got K = {k}")
     cluster = 2 if m > 256 else 1
     tile_n = 192 if cluster == 2 else 128
     name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
