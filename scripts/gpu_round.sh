@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -176,6 +176,23 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s8-gated)  # next session: the gated-residual bf16x2 experiment (branch next/gated-bf16x2) in
+              # .abtree/ (mkdir .abtree && git archive next/gated-bf16x2 | tar -x -C .abtree, then
+              # prebuild its .abtree/.h3cache and carry .abtree): its gated-residual tests, then
+              # the out_proj / MLP / NVFP4 out_proj benchmarks of both trees in one call
+    [ -d .abtree ] || { echo "no .abtree"; exit 1; }
+    ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
+      run 45 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "test_fp8_out_proj and 4824 and int32" ) || exit 1
+    [ "$status" = 0 ] || exit 1
+    ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
+      run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py tests/test_mlp_gpu.py -k \
+        "(test_fp8_out_proj and (129 or 38592) and not mma) or aliasing or (nvfp4_out_proj_hopper and 4824) or (test_mlp_fp8 and 4824)" )
+    run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj nvfp4_out_proj --no-compile \
+      --json "$OUT/bench_main.json"
+    ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
+      run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj nvfp4_out_proj --no-compile \
+        --json "$OUT/bench_gated.json" )
     ;;
   s7-final)  # session 7, last call: the FP8 out_proj on its new default (the single-launch form)
               # at every tested M and index type, aliasing, the two-launch form, the capture
