@@ -183,8 +183,8 @@ case "$MODE" in
               # the out_proj / MLP / NVFP4 out_proj benchmarks of both trees in one call
     [ -d .abtree ] || { echo "no .abtree"; exit 1; }
     ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
-      run 45 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "test_fp8_out_proj and 4824 and int32" ) || exit 1
-    [ "$status" = 0 ] || exit 1
+      run 45 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "test_fp8_out_proj and 4824 and int32" &&
+      [ "$status" = 0 ] ) || exit 1  # a failed or hung smoke test ends the call here
     ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
       run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py tests/test_mlp_gpu.py -k \
         "(test_fp8_out_proj and (129 or 38592) and not mma) or aliasing or (nvfp4_out_proj_hopper and 4824) or (test_mlp_fp8 and 4824)" )
