@@ -177,10 +177,11 @@ case "$MODE" in
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
     ;;
-  s8-gated)  # next session: the gated-residual bf16x2 experiment (branch next/gated-bf16x2) in
-              # .abtree/ (mkdir .abtree && git archive next/gated-bf16x2 | tar -x -C .abtree, then
-              # prebuild its .abtree/.h3cache and carry .abtree): its gated-residual tests, then
-              # the out_proj / MLP / NVFP4 out_proj benchmarks of both trees in one call
+  s8-gated)  # next session: the bf16x2 epilogue experiments of branch next/gated-bf16x2 (the
+              # gated residual, FC1's SwiGLU roundings) in .abtree/ (mkdir .abtree && git archive
+              # next/gated-bf16x2 | tar -x -C .abtree, then prebuild .abtree/.h3cache and carry
+              # .abtree): their tests, then the out_proj / MLP / NVFP4 out_proj benchmarks of
+              # both trees in one call
     [ -d .abtree ] || { echo "no .abtree"; exit 1; }
     ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
       run 45 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "test_fp8_out_proj and 4824 and int32" &&
@@ -188,11 +189,11 @@ case "$MODE" in
     ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
       run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py tests/test_mlp_gpu.py -k \
         "(test_fp8_out_proj and (129 or 38592) and not mma) or aliasing or (nvfp4_out_proj_hopper and 4824) or (test_mlp_fp8 and 4824)" )
-    run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj nvfp4_out_proj --no-compile \
-      --json "$OUT/bench_main.json"
+    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp nvfp4_out_proj --no-compile \
+      --m 4824 38592 --json "$OUT/bench_main.json"
     ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
-      run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj nvfp4_out_proj --no-compile \
-        --json "$OUT/bench_gated.json" )
+      run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp nvfp4_out_proj --no-compile \
+        --m 4824 38592 --json "$OUT/bench_gated.json" )
     ;;
   s7-final)  # session 7, last call: the FP8 out_proj on its new default (the single-launch form)
               # at every tested M and index type, aliasing, the two-launch form, the capture
