@@ -30,20 +30,21 @@ FUSED_QUANT = True
 _tile_counters: dict[tuple[int, int], object] = {}
 
 
-def _counters(dev: int, stream_handle: int, n: int, arg: str = "workspace_flags"):
+def _counters(dev: int, stream_handle: int, n: int):
     """Per-(device, stream) tile counters for the fused form, allocated on first use (so the op
     is CUDA-graph safe after one eager call) and grown when a larger M comes. Allocating while
-    the stream is being captured is refused with a ValueError that names ``arg``."""
+    the stream is being captured is refused with a ValueError that asks for workspace_flags."""
     import cupy
 
     buf = _tile_counters.get((dev, stream_handle))
     if buf is None or buf.size < n:
         if cupy.cuda.runtime.streamIsCapturing(stream_handle):
+            have = "none" if buf is None else f"only {buf.size}"
             raise ValueError(
-                f"{arg}: the single-launch form needs {n} int32 tile counters and this stream "
-                f"has none yet, and it is being captured into a CUDA graph (no allocation is "
-                f"allowed there); pass {arg}=<int32 device array of {n}>, or call the op once "
-                f"on this stream before capturing"
+                f"workspace_flags: the single-launch form needs {n} int32 tile counters, this "
+                f"stream has {have} yet, and it is being captured into a CUDA graph (no "
+                f"allocation is allowed there); pass workspace_flags=<int32 device array of "
+                f"{n}>, or call the op once on this stream with this M before capturing"
             )
         with cupy.cuda.Device(dev):
             buf = cupy.zeros(max(n, 512), np.uint32)
@@ -223,8 +224,9 @@ def minimax_h3_fp8_out_proj(
             the per-token FP8 of ``attn_out``).
         workspace_flags: optional int32 ``[ceil(M / 128)]``, the single-launch form's per-tile
             ready counters (zeroed by the op). Without it that form keeps counters per device and
-            stream, made on the first call on a stream: pass it to capture a CUDA graph on a
-            stream the op has not run on.
+            stream, made on the first call on a stream (and grown for a larger M): pass it to
+            capture a CUDA graph on a stream the op has not run on at that M, or the capture
+            raises ValueError instead of allocating.
 
     Returns:
         ``out``.

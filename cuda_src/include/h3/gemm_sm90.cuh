@@ -51,24 +51,29 @@ namespace h3 {
 // to switch it (benchmarks/NOTES.md has the measurements behind the choice).
 constexpr int kOpsFp8Promote = 3;
 
+// H3_MEMBER_OR(Trait, member) defines Trait<T, kDefault>::value: T::member when T declares that
+// static constexpr member, else kDefault (the options that epilogues and producer hooks may set).
+#define H3_MEMBER_OR(Trait, member)                                       \
+  template <class T, auto kDefault>                                       \
+  struct Trait {                                                          \
+    template <class U>                                                    \
+    __host__ __device__ static constexpr auto test(decltype(&U::member)) { \
+      return U::member;                                                   \
+    }                                                                     \
+    template <class U>                                                    \
+    __host__ __device__ static constexpr auto test(...) {                 \
+      return kDefault;                                                    \
+    }                                                                     \
+    static constexpr auto value = test<T>(nullptr);                       \
+  };
+
 // Epilogues may declare `static constexpr bool kPrefetch = true` and a member
 //   template <int kBN> void prefetch(int row0, int col0, u8* staging, u64* bar) const
 // which every consumer thread calls once per tile, right after the tile's first k-tile of
 // wgmma is issued; it may start TMA loads of epilogue operands into the warpgroup's staging
 // buffer (then 64 x kBN bf16: full width) completing on `bar`. The engine waits on `bar` before
 // calling the epilogue, so the loads run under the mainloop instead of in the epilogue.
-template <class E>
-struct EpiPrefetches {
-  template <class U>
-  __host__ __device__ static constexpr bool test(decltype(&U::kPrefetch)) {
-    return U::kPrefetch;
-  }
-  template <class U>
-  __host__ __device__ static constexpr bool test(...) {
-    return false;
-  }
-  static constexpr bool value = test<E>(nullptr);
-};
+H3_MEMBER_OR(EpiPrefetches, kPrefetch)
 
 template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false, int kWG = 2>
 struct Sm90GemmCfg {
@@ -157,18 +162,7 @@ struct NoProducerHooks {
   H3_DEVICE void consumers(int, int, int) const {}
 };
 
-template <class P, int kDefault>
-struct ProducerRegs {
-  template <class U>
-  __host__ __device__ static constexpr int test(decltype(&U::kProducerRegs)) {
-    return U::kProducerRegs;
-  }
-  template <class U>
-  __host__ __device__ static constexpr int test(...) {
-    return kDefault;
-  }
-  static constexpr int value = test<P>(nullptr);
-};
+H3_MEMBER_OR(ProducerRegs, kProducerRegs)
 
 template <int kFmt, int kBN, int kPromote, int kCluster, class Epi, bool kPingPong = false,
           class Pro = NoProducerHooks, int kWG = 2, bool kSplitK = false>
@@ -177,7 +171,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                               int splits = 1) {
   static_assert(!kPingPong || (kPromote == 0 && kBN <= 128),
                 "ping-pong: one warpgroup holds a whole 128 x kBN tile (kBN <= 128, no promotion)");
-  constexpr bool kPf = EpiPrefetches<Epi>::value;
+  constexpr bool kPf = EpiPrefetches<Epi, false>::value;
   static_assert(!kPf || !kPingPong, "epilogue prefetch: cooperative schedule only");
   static_assert(!kPingPong || kWG == 2, "ping-pong: two consumer warpgroups");
   // kSplitK: unit u of the persistent loop is tile u / splits, k-tiles [s k / splits,
