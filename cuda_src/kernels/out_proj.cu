@@ -137,12 +137,15 @@ struct EpiGatedResidual {
           const float r1 = __uint_as_float(rv[h][t] & 0xffff0000u);
           float v0 = r0, v1 = r1;
           if (valid[h]) {
-            const float o0 = kAlpha ? round_bf16(d[4 * j + 2 * h] * alpha)
-                                    : round_bf16((d[4 * j + 2 * h] * as[h]) * ws[t].x);
-            const float o1 = kAlpha ? round_bf16(d[4 * j + 2 * h + 1] * alpha)
-                                    : round_bf16((d[4 * j + 2 * h + 1] * as[h]) * ws[t].y);
-            v0 = r0 + round_bf16(__uint_as_float(gv[h][t] << 16) * o0);
-            v1 = r1 + round_bf16(__uint_as_float(gv[h][t] & 0xffff0000u) * o1);
+            // o = bf16 pair in one cvt, bf16(gate * o) in one bf16x2 multiply (the rounding of
+            // the exact product, as the reference's fp32 product rounded), the add in fp32
+            const u32 o = kAlpha ? cvt_bf16x2(d[4 * j + 2 * h] * alpha,
+                                              d[4 * j + 2 * h + 1] * alpha)
+                                 : cvt_bf16x2((d[4 * j + 2 * h] * as[h]) * ws[t].x,
+                                              (d[4 * j + 2 * h + 1] * as[h]) * ws[t].y);
+            const u32 p = mul_bf16x2(gv[h][t], o);
+            v0 = r0 + __uint_as_float(p << 16);
+            v1 = r1 + __uint_as_float(p & 0xffff0000u);
           }
           d[4 * j + 2 * h] = v0;  // the store's bf16 conversion is the final rounding
           d[4 * j + 2 * h + 1] = v1;

@@ -26,6 +26,22 @@ H3_DEVICE void round_bf16x2(float& lo, float& hi) {
   hi = __uint_as_float(p & 0xffff0000u);
 }
 
+// Two floats -> packed bf16 pair (lo in the low half), each correctly rounded.
+H3_DEVICE u32 cvt_bf16x2(float lo, float hi) {
+  u32 p;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+  return p;
+}
+
+// bf16(a * b) per half of two packed bf16 pairs: one rounding of the exact product, which is the
+// same as rounding the fp32 product (8-bit significands: exact in fp32 unless it underflows
+// fp32's normal range). fma with a -0 addend keeps the sign of a zero product.
+H3_DEVICE u32 mul_bf16x2(u32 a, u32 b) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+}
+
 H3_DEVICE void unpack_bf16x8(uint4 v, float (&f)[8]) {
   const u32 w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
