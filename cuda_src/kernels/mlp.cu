@@ -47,21 +47,27 @@ struct EpiSwiglu {
     // store_fragment_bf16_w32 expects), d kept for the rare exact re-division below.
     float yh[kAcc / 2];
     bool exact = true;
-    auto swiglu = [&](int b, int h, int e, bool fast) {
-      const float g =
-          round_bf16((d[4 * (2 * b) + 2 * h + e] * as[h]) * (e ? wg_s[b].y : wg_s[b].x));
-      const float u =
-          round_bf16((d[4 * (2 * b + 1) + 2 * h + e] * as[h]) * (e ? wu_s[b].y : wu_s[b].x));
-      const float den = 1.f + expf(-g);
-      const float q = fast ? div_rn_ge1(g, den, exact) : __fdiv_rn(g, den);
-      yh[4 * b + 2 * h + e] = round_bf16(round_bf16(q) * u);
+    // One column pair (e = 0, 1) of block b, row half h. The roundings of g, u and silu(g) are
+    // paired (one cvt.rn.bf16x2 each). y = bf16(q) * u is exact in fp32 (two 8-bit
+    // significands), so y's rounding is left to the store's conversion (the same RN).
+    auto swiglu = [&](int b, int h, bool fast) {
+      float g0 = (d[4 * (2 * b) + 2 * h] * as[h]) * wg_s[b].x;
+      float g1 = (d[4 * (2 * b) + 2 * h + 1] * as[h]) * wg_s[b].y;
+      float u0 = (d[4 * (2 * b + 1) + 2 * h] * as[h]) * wu_s[b].x;
+      float u1 = (d[4 * (2 * b + 1) + 2 * h + 1] * as[h]) * wu_s[b].y;
+      round_bf16x2(g0, g1);
+      round_bf16x2(u0, u1);
+      const float den0 = 1.f + expf(-g0), den1 = 1.f + expf(-g1);
+      float q0 = fast ? div_rn_ge1(g0, den0, exact) : __fdiv_rn(g0, den0);
+      float q1 = fast ? div_rn_ge1(g1, den1, exact) : __fdiv_rn(g1, den1);
+      round_bf16x2(q0, q1);
+      yh[4 * b + 2 * h] = q0 * u0;
+      yh[4 * b + 2 * h + 1] = q1 * u1;
     };
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int b = 0; b < kBlocks; ++b)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) swiglu(b, h, e, true);
+      for (int b = 0; b < kBlocks; ++b) swiglu(b, h, true);
     // Some g outside div_rn_ge1's range (|g| > 2^100, 0 < |g| < 2^-100, or g below about -69):
     // this thread redoes its fragment with IEEE divisions (unrolled: a runtime index would put
     // the fragments in local memory).
@@ -69,9 +75,7 @@ struct EpiSwiglu {
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int b = 0; b < kBlocks; ++b)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) swiglu(b, h, e, false);
+        for (int b = 0; b < kBlocks; ++b) swiglu(b, h, false);
     }
     const int ffn = N / 2, ycol0 = col0 / 2;
     store_fragment_bf16_w32(yh, staging, wg, [&](int box, const u8* src) {
