@@ -183,6 +183,10 @@ case "$MODE" in
               # .abtree): their tests, then the out_proj / MLP / NVFP4 out_proj benchmarks of
               # both trees in one call
     [ -d .abtree ] || { echo "no .abtree"; exit 1; }
+    # main first: the committed 7 / 2 spare-warp batches (smoke) and the capture guard
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k \
+      "(test_fp8_out_proj and 4824 and int32) or capture_needs_flags"
+    [ "$status" = 0 ] || exit 1
     ( cd .abtree && export PYTHONPATH=$PWD H3CUPY_CACHE_DIR=$PWD/.h3cache &&
       run 45 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "test_fp8_out_proj and 4824 and int32" &&
       [ "$status" = 0 ] ) || exit 1  # a failed or hung smoke test ends the call here
