@@ -168,6 +168,14 @@ def fused_quant(fn, value: bool = True):
     return with_setting(out_proj, "FUSED_QUANT", value, with_setting(mlp, "FUSED_QUANT", value, fn))
 
 
+def tail_split(fn):
+    """``fn`` with ``out_proj.TAIL_SPLIT`` on (the FP8 out_proj's and FC2's last partial round as
+    split-K units)."""
+    from h3cupy.ops import out_proj
+
+    return with_setting(out_proj, "TAIL_SPLIT", True, fn)
+
+
 def without_quant_launch(fn):
     """``fn`` with its per-token FP8 quantization launch skipped (the out_proj's of attn_out, the
     MLP's of y): with workspaces that an earlier call filled, the rest of the two-launch op on
@@ -331,6 +339,7 @@ def run(
         fns["h3"] = lambda i: out_proj_call(workspace_flags=flags)
         fns["h3_two_launch"] = fused_quant(lambda i: out_proj_call(), False)
         fns["h3_no_quant"] = without_quant_launch(fns["h3_two_launch"])
+        fns["h3_tail"] = tail_split(fns["h3"])
         args = (attn, wq, ws, gate, idx, residual)
         chain = chain_out_proj
         a_in, s_in = fp8_rows(attn)
@@ -436,6 +445,7 @@ def run(
         fns["h3"] = lambda i: mlp_call()
         fns["h3_fused"] = fused_quant(lambda i: mlp_call(workspace_flags=flags))
         fns["h3_no_quant"] = without_quant_launch(fused_quant(fns["h3"], False))
+        fns["h3_tail"] = tail_split(fns["h3"])
         args = (x, w, scale, shift, idx, gate, residual, w1q, w1s, w2q, w2s)
         chain = chain_mlp
         a_in, s_in = fp8_rows(torch.randn(m, D, device="cuda").bfloat16())
@@ -464,6 +474,7 @@ def run(
         "h3_fused",
         "h3_two_launch",
         "h3_no_quant",
+        "h3_tail",
         "engine",
         "h3_emulation",
         "h3_other_tile",
@@ -521,6 +532,7 @@ def main() -> None:
                 "h3_fused_ms": "single-launch form",
                 "h3_two_launch_ms": "two-launch form",
                 "h3_no_quant_ms": "two-launch form without its quantization launch",
+                "h3_tail_ms": "with TAIL_SPLIT",
             }
             extra = [f"{v} {row[k]:.3f} ms" for k, v in forms.items() if k in row]
             if "engine_ms" in row:

@@ -289,7 +289,9 @@ def _capture(fn: Callable[[int], object], rotate: int):
             fn(i)  # warm-up: compiles, loads, unlocks shared memory outside the capture
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # captured on the warm-up stream: state an op keeps per stream (h3cupy.ops.out_proj's
+    # workspaces) is then the warm-up's
+    with torch.cuda.graph(graph, stream=side):
         for i in range(rotate):
             fn(i)
     graph.replay()

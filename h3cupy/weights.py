@@ -25,7 +25,7 @@ QUANTIZE = jit.ModuleSpec(
         "h3::fp4_quantize_smxx",
         "h3::permute_rows_smxx",
         "h3::nvfp4_dequant_bf16_smxx",
-        "h3::swiglu_div_probe_smxx",
+        "h3::swiglu_silu_probe_smxx",
     ),
 )
 _THREADS = 256

@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -66,7 +66,7 @@ case "$MODE" in
     ;;
   final)  # the FC1 epilogue's branch-free division (exhaustive) and the MLP on it, the small-M
           # defaults, then the W8A8 and W4A4 operators at every centre
-    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "swiglu_division or \
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "swiglu_silu or \
       (test_mlp_fp8 and (129 or 257 or 4824)) or fused_y or (graph and not mma)"
     run 30 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "deterministic or bf16-n128"
     run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --breakdown --json "$OUT/bench_ops_fp8.json"
@@ -176,6 +176,31 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s8-final)  # session 8, last call: the silu probe over every bf16 g, then the FP8 out_proj and
+             # the MLP against their torch.compile chains at every centre (clock / power logged)
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+      --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
+    smi=$!
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "swiglu_silu"
+    run 400 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
+      --json "$OUT/bench_ops.json"
+    kill $smi
+    ;;
+  s8-tail)  # session 8: FC1's silu from the approximate exp2 / reciprocal (both back ends) and the
+            # FP8 out_proj / FC2 tail split (out_proj.TAIL_SPLIT, opt-in): a smoke test, their
+            # tests, then the out_proj and MLP benchmarks (with and without the split in one run),
+            # with the SM clock, power and throttle reasons logged every 250 ms to smi.csv
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+      --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
+    smi=$!
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "tail_split and 4824 and True"
+    [ "$status" = 0 ] || { kill $smi; exit 1; }
+    run 240 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py tests/test_mlp_gpu.py -k \
+      "(tail_split and not (4824 and True)) or (test_mlp_fp8 and 4824) or (test_mlp_fp8_mma_backend and 129) or (test_mlp_fp8_graph and fused)"
+    run 280 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
+      --no-compile --json "$OUT/bench_ops.json"
+    kill $smi
     ;;
   s8-gated)  # next session: the bf16x2 epilogue experiments of branch next/gated-bf16x2 (the
               # gated residual, FC1's SwiGLU roundings) in .abtree/ (mkdir .abtree && git archive

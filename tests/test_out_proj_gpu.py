@@ -88,6 +88,57 @@ def test_fp8_out_proj_two_launch(m, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
+# NOTE: the tail split's cases: M = 1 runs 42 single-CTA tiles as 3 k-ranges each (126 units),
+# M = 4097 leaves 14 of 476 tile pairs for the last round (4 k-ranges each), M = 4824 4 of 532.
+@pytest.mark.parametrize("fused", (True, False))
+@pytest.mark.parametrize("m", (1, 4097, 4824))
+def test_fp8_out_proj_tail_split(m, fused, rng, monkeypatch):
+    """TAIL_SPLIT: the last partial round's tiles as split-K units summed by the last to finish;
+    same checks, with more reference rows so that the split tiles' rows are well sampled."""
+    from h3cupy.ops import out_proj
+
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "TAIL_SPLIT", True)
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
+    results = check_out_proj_fp8(m, rng, max_ref_rows=400)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+def test_fp8_out_proj_tail_split_deterministic(rng, monkeypatch):
+    """TAIL_SPLIT gives the same bytes run to run (the partials are summed in split order, whichever
+    unit arrives last), and its counters are back at zero after each launch (else the next launch
+    would pick a different last arrival and skip epilogues: poisoned outputs would remain)."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops import out_proj
+    from h3cupy.reference import inputs as ref_inputs
+    from h3cupy.testing import poison, upload
+
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "TAIL_SPLIT", True)
+    m = 4824
+    host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
+    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
+    dev = {k: upload(host[k]) for k in ("attn_out", "gate", "gate_index", "residual")}
+    args = (
+        dev["attn_out"],
+        cupy.asarray(wq),
+        cupy.asarray(wsc),
+        dev["gate"],
+        dev["gate_index"],
+        dev["residual"],
+    )
+    outs = []
+    for _ in range(3):
+        out = cupy.empty((m, 5376), formats.BF16)
+        poison(out)
+        out_proj.minimax_h3_fp8_out_proj(*args, out=out)
+        outs.append(out.view(np.uint16).get())
+    assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
+
+
 def test_fp8_out_proj_capture_needs_flags():
     """Capturing the single-launch form's first call on a stream without workspace_flags is
     refused with a ValueError naming the argument (its counters would be allocated inside the

@@ -2,6 +2,7 @@
 // engine (e4m3, fp32 promotion) over the PREPACKED weight rows with the SwiGLU epilogue
 //   h = bf16((acc * a_scale[m]) * w1_scale[n])
 //   y = bf16(bf16(silu(h_gate)) * h_up)              silu(t) = t / (1 + exp(-t)) in fp32
+// (silu from the approximate exp2 and reciprocal: quant.cuh silu_approx).
 // The prepacked order puts gate columns 8b..8b+7 of the FFN in tile columns 16b..16b+7 and the
 // matching up columns in 16b+8..16b+15 (formats.fc1_prepack_source_rows), so in the warpgroup
 // fragment group j = 2b (gate) and j = 2b + 1 (up) hold the same FFN columns in the same thread:
@@ -44,39 +45,26 @@ struct EpiSwiglu {
       as[h] = row < M ? a_scale[row] : 0.f;
     }
     // y into its own half-width fragment (group b -> FFN columns col0 / 2 + 8b ..., the layout
-    // store_fragment_bf16_w32 expects), d kept for the rare exact re-division below.
+    // store_fragment_bf16_w32 expects).
     float yh[kAcc / 2];
-    bool exact = true;
-    // One column pair (e = 0, 1) of block b, row half h. The roundings of g, u and silu(g) are
-    // paired (one cvt.rn.bf16x2 each). y = bf16(q) * u is exact in fp32 (two 8-bit
-    // significands), so y's rounding is left to the store's conversion (the same RN).
-    auto swiglu = [&](int b, int h, bool fast) {
-      float g0 = (d[4 * (2 * b) + 2 * h] * as[h]) * wg_s[b].x;
-      float g1 = (d[4 * (2 * b) + 2 * h + 1] * as[h]) * wg_s[b].y;
-      float u0 = (d[4 * (2 * b + 1) + 2 * h] * as[h]) * wu_s[b].x;
-      float u1 = (d[4 * (2 * b + 1) + 2 * h + 1] * as[h]) * wu_s[b].y;
-      round_bf16x2(g0, g1);
-      round_bf16x2(u0, u1);
-      const float den0 = 1.f + expf(-g0), den1 = 1.f + expf(-g1);
-      float q0 = fast ? div_rn_ge1(g0, den0, exact) : __fdiv_rn(g0, den0);
-      float q1 = fast ? div_rn_ge1(g1, den1, exact) : __fdiv_rn(g1, den1);
-      round_bf16x2(q0, q1);
-      yh[4 * b + 2 * h] = q0 * u0;
-      yh[4 * b + 2 * h + 1] = q1 * u1;
-    };
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int b = 0; b < kBlocks; ++b) swiglu(b, h, true);
-    // Some g outside div_rn_ge1's range (|g| > 2^100, 0 < |g| < 2^-100, or g below about -69):
-    // this thread redoes its fragment with IEEE divisions (unrolled: a runtime index would put
-    // the fragments in local memory).
-    if (!exact) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int b = 0; b < kBlocks; ++b) swiglu(b, h, false);
-    }
+      for (int b = 0; b < kBlocks; ++b) {
+        // One column pair of block b, row half h. The roundings of g, u and silu(g) are paired
+        // (one cvt.rn.bf16x2 each). y = bf16(s) * u is exact in fp32 (two 8-bit significands),
+        // so y's rounding is left to the store's conversion (the same RN).
+        float g0 = (d[4 * (2 * b) + 2 * h] * as[h]) * wg_s[b].x;
+        float g1 = (d[4 * (2 * b) + 2 * h + 1] * as[h]) * wg_s[b].y;
+        float u0 = (d[4 * (2 * b + 1) + 2 * h] * as[h]) * wu_s[b].x;
+        float u1 = (d[4 * (2 * b + 1) + 2 * h + 1] * as[h]) * wu_s[b].y;
+        round_bf16x2(g0, g1);
+        round_bf16x2(u0, u1);
+        float s0 = silu_approx(g0), s1 = silu_approx(g1);
+        round_bf16x2(s0, s1);
+        yh[4 * b + 2 * h] = s0 * u0;
+        yh[4 * b + 2 * h + 1] = s1 * u1;
+      }
     const int ffn = N / 2, ycol0 = col0 / 2;
     store_fragment_bf16_w32(yh, staging, wg, [&](int box, const u8* src) {
       const int x = ycol0 + 32 * box;
@@ -139,7 +127,7 @@ struct EpiMmaSwiglu {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const float g = acc[mi][2 * b][2 * h + e], u = acc[mi][2 * b + 1][2 * h + e];
-            const float silu = round_bf16(__fdiv_rn(g, 1.f + expf(-g)));
+            const float silu = round_bf16(silu_approx(g));
             v[e] = round_bf16(silu * u);
           }
           const int yc = ycol0 + 8 * b;

@@ -331,7 +331,8 @@ struct ProQuantRowsFp8 {
       int M, int N, int k_bytes,                                                             \
       const float *act_scale, const float *__restrict__ w_scale,                             \
       const bf16_t *residual, const bf16_t *__restrict__ gate, long long gate_stride,         \
-      long long rows, const void *__restrict__ gate_index, int index_is_64
+      long long rows, const void *__restrict__ gate_index, int index_is_64, float *tail_part, \
+      u32 *tail_count, int tail_splits
 
 #define H3_OP_EPI(LIVE)                                                                  \
   const EpiGatedResidual<LIVE, false, true> epi {                                        \
@@ -342,13 +343,17 @@ struct ProQuantRowsFp8 {
 // M > 256: clusters of two, 128 x 192 tiles.
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) out_proj_fp8_x2_sm90(H3_OP_PARAMS) {
   H3_OP_EPI(false);
-  gemm_sm90_body<1, 192, kOpsFp8Promote, 2>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 2, EpiGatedResidual<false, false, true>, false,
+                 NoProducerHooks, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, {}, 1,
+                                                  {tail_part, tail_count, tail_splits});
 }
 
 // Small M: single CTAs, 128 x 128 tiles.
 __global__ void __launch_bounds__(384, 1) out_proj_fp8_sm90(H3_OP_PARAMS) {
   H3_OP_EPI(false);
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 1, EpiGatedResidual<false, false, true>, false,
+                 NoProducerHooks, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, {}, 1,
+                                                  {tail_part, tail_count, tail_splits});
 }
 
 // The single-launch forms: attn_out quantized by the spare producer warps (ProQuantRowsFp8).
@@ -362,16 +367,16 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
   H3_OP_EPI(true);
   H3_OP_PRO;
   gemm_sm90_body<1, 192, kOpsFp8Promote, 2, EpiGatedResidual<true, false, true>, false,
-                 ProQuantRowsFp8>(
-      desc_a, desc_b, M, N, k_bytes, epi, pro);
+                 ProQuantRowsFp8, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, pro, 1,
+                                                  {tail_part, tail_count, tail_splits});
 }
 
 __global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PARAMS) {
   H3_OP_EPI(true);
   H3_OP_PRO;
   gemm_sm90_body<1, 128, kOpsFp8Promote, 1, EpiGatedResidual<true, false, true>, false,
-                 ProQuantRowsFp8>(
-      desc_a, desc_b, M, N, k_bytes, epi, pro);
+                 ProQuantRowsFp8, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, pro, 1,
+                                                  {tail_part, tail_count, tail_splits});
 }
 
 #undef H3_OP_PRO

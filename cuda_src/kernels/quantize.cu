@@ -119,19 +119,13 @@ __global__ void __launch_bounds__(kQuantThreads) permute_rows_smxx(
   for (i64 k = threadIdx.x; k < words; k += kQuantThreads) d[k] = s[k];
 }
 
-// Test probe of the FC1 epilogue's division (quant.cuh div_rn_ge1): for every bf16 bit pattern
-// g = bits[i], the denominator b = 1 + expf(-g) as the epilogue forms it, the fast quotient, the
-// IEEE quotient __fdiv_rn(g, b) and whether the fast path declared itself exact.
-__global__ void __launch_bounds__(kQuantThreads) swiglu_div_probe_smxx(
-    const bf16_t* __restrict__ bits, int n, float* fast, float* ieee, u8* exact) {
+// Test probe of the FC1 epilogue's silu (quant.cuh silu_approx): for every bf16 bit pattern
+// g = bits[i], silu(g) as the epilogue computes it, before its bf16 rounding.
+__global__ void __launch_bounds__(kQuantThreads) swiglu_silu_probe_smxx(
+    const bf16_t* __restrict__ bits, int n, float* silu) {
   const int i = blockIdx.x * kQuantThreads + threadIdx.x;
   if (i >= n) return;
-  const float g = bf16_to_f32(bits[i]);
-  const float b = 1.f + expf(-g);
-  bool ok = true;
-  fast[i] = div_rn_ge1(g, b, ok);
-  ieee[i] = __fdiv_rn(g, b);
-  exact[i] = ok;
+  silu[i] = silu_approx(bf16_to_f32(bits[i]));
 }
 
 }  // namespace h3

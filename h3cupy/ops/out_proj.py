@@ -28,6 +28,42 @@ ATTN, D = 7168, 5376
 #: session 7: 1-2% faster than the two launches at M = 4824-38592 on the H200 (NOTES.md).
 FUSED_QUANT = True
 _tile_counters: dict[tuple[int, int], object] = {}
+#: Split-K of the last partial round in the FP8 GEMM with the gated residual (out_proj and the
+#: MLP's FC2; h3/gemm_sm90.cuh TailSplit): the tiles left over for the grid's last round run as up
+#: to 4 k-ranges each on otherwise idle clusters, summed in a fixed order by the last to finish.
+#: Off by default until measured (benchmarks/NOTES.md, session 8). Its workspace is kept per
+#: (device, stream), made on the first eager call; a launch captured into a CUDA graph on a stream
+#: that has none runs without the split.
+TAIL_SPLIT = False
+_TAIL_MAX_SPLITS = 4
+_tail_ws: dict[tuple[int, int], object] = {}
+
+
+def tail_splits(tiles: int, resident: int, k_tiles: int) -> int:
+    """S for the engine's TailSplit: the R = tiles mod resident (or all, if fewer) tiles of the
+    last round run as S k-ranges each; 1 when there is no partial round or no room to split."""
+    r = tiles % resident if tiles >= resident else tiles
+    if r == 0:
+        return 1
+    s = min(_TAIL_MAX_SPLITS, resident // r, k_tiles // 4)
+    return s if s >= 2 else 1
+
+
+def _tail_workspace(dev: int, stream_handle: int, part_floats: int):
+    """(partials, counters) device pointers for one stream, or None while the stream is being
+    captured and has none yet (no allocation inside a capture). Counters start at zero; the
+    kernel leaves them at zero."""
+    import cupy
+
+    buf = _tail_ws.get((dev, stream_handle))
+    need = 1024 + part_floats
+    if buf is None or buf.size < need:
+        if cupy.cuda.runtime.streamIsCapturing(stream_handle):
+            return None
+        with cupy.cuda.Device(dev):
+            buf = cupy.zeros(need, np.uint32)
+        _tail_ws[(dev, stream_handle)] = buf
+    return np.uint64(buf.data.ptr + 4096), np.uint64(buf.data.ptr)
 
 
 def _counters(dev: int, stream_handle: int, n: int):
@@ -120,9 +156,26 @@ def launch_fp8_gemm_wgmma(
     name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
     kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
     smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True)
+    grid = gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev)
+    tail: tuple = (ptr(None), ptr(None), i32(1))
+    if TAIL_SPLIT:
+        from ..core.interop import current_stream_ptr
+
+        m_tiles = -(-m // 128)
+        tiles = -(-m_tiles // cluster) * (-(-D // tile_n))  # tiles, or tile pairs
+        resident = gemm.engine_grid(kernel, 1 << 24, D, tile_n, cluster, smem, dev) // cluster
+        splits = tail_splits(tiles, resident, k // 128)
+        ws_ptrs = None
+        if splits > 1:
+            part = resident * cluster * 2 * 64 * tile_n
+            ws_ptrs = _tail_workspace(dev, current_stream_ptr([*more, aq]), part)
+        if ws_ptrs is not None:
+            tail = (*ws_ptrs, i32(splits))
+            whole = tiles - (tiles % resident if tiles >= resident else tiles)
+            grid = cluster * min(resident, whole + (tiles - whole) * splits)
     launch(
         kernel,
-        gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev),
+        grid,
         384,
         (
             gemm._tensor_map(aq.ptr, "uint8", k, m, k, 128),
@@ -135,6 +188,7 @@ def launch_fp8_gemm_wgmma(
             ptr(asc),
             ptr(ws),
             *gated_args(rt, gt, gstride, rows, it),
+            *tail,
             *fused,
         ),
         tensors=[*more, aq, asc, wq, ws, gt, it, rt, ot],

@@ -164,11 +164,50 @@ struct NoProducerHooks {
 
 H3_MEMBER_OR(ProducerRegs, kProducerRegs)
 
+// Split-K of the last partial round (kTail): when the tile count is not a multiple of the grid's
+// clusters, the R tiles left for the last round would run alone on R clusters while the others
+// idle. With `splits` = S >= 2, each of them runs as S units over consecutive k-ranges
+// ([s K / S, (s + 1) K / S)) on S clusters. Every such unit's consumer warpgroup writes its fp32
+// fragment to `part`, counts itself on its counter, and the last of the S to arrive sums the S
+// partials in split order (bitwise the same whichever arrives last) and runs the epilogue; it also
+// resets the counter to zero for the next launch. No unit waits for another (no co-residency
+// needed). The host picks S (1: off) and sizes the workspace: part holds
+// min(clusters, R * S) x kCluster x kWG x 64 x kBN floats, count R x kCluster x kWG words, zero
+// before the first launch.
+struct TailSplit {
+  float* part;
+  u32* count;
+  int splits;
+};
+
+// bar.red.or over the `threads` threads of named barrier `id`: every one of them gets the OR of
+// their predicates (a barrier that also broadcasts one thread's decision).
+H3_DEVICE bool named_barrier_or(int id, int threads, bool pred) {
+  u32 r;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 q, %1, 0;\n bar.red.or.pred p, %2, %3, q;\n"
+      " selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(r)
+      : "r"(static_cast<u32>(pred)), "r"(id), "r"(threads)
+      : "memory");
+  return r != 0;
+}
+
+H3_DEVICE void st_cg_f2(float* p, float a, float b) {
+  asm volatile("st.global.cg.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+
+H3_DEVICE float2 ld_cg_f2(const float* p) {
+  float2 v;
+  asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p) : "memory");
+  return v;
+}
+
 template <int kFmt, int kBN, int kPromote, int kCluster, class Epi, bool kPingPong = false,
-          class Pro = NoProducerHooks, int kWG = 2, bool kSplitK = false>
+          class Pro = NoProducerHooks, int kWG = 2, bool kSplitK = false, bool kTail = false>
 H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
                               int k_bytes, const Epi& epi, const Pro& pro = Pro{},
-                              int splits = 1) {
+                              int splits = 1, const TailSplit& tail = TailSplit{nullptr, nullptr, 1}) {
   static_assert(!kPingPong || (kPromote == 0 && kBN <= 128),
                 "ping-pong: one warpgroup holds a whole 128 x kBN tile (kBN <= 128, no promotion)");
   constexpr bool kPf = EpiPrefetches<Epi, false>::value;
@@ -179,6 +218,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   // argument (it writes an fp32 partial; a second kernel sums the partials in split order).
   static_assert(!kSplitK || (kCluster == 1 && !kPingPong && kPromote == 0),
                 "split-K: single CTAs, cooperative schedule, no promotion");
+  static_assert(!kTail || (!kSplitK && !kPingPong), "tail split: cooperative schedule, no split-K");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster, kPf, kWG>;
   constexpr int kLaunchRegs = (65536 / Cfg::kThreads) / 8 * 8;  // see Sm90GemmCfg's NOTE
@@ -209,6 +249,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   // The A rows that the first round of tiles reads (the hooks' r0); formed where each role uses
   // it (a value held across setmaxnreg went to local memory in the fused out_proj kernel).
   auto first_rows = [&]() { return min(M, order.m_end(clusters) * kCluster * Cfg::kBM); };
+  // kTail: units 0..whole-1 are whole tiles; the rest are the last round's tiles in S k-ranges.
+  const int tsplit = kTail ? max(tail.splits, 1) : 1;
+  const int whole = kTail && tsplit > 1 ? order.count() - order.count() % clusters : order.count();
+  const int tail_units = whole + (order.count() - whole) * tsplit;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -236,13 +280,20 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
       int it = 0;
-      const int units = kSplitK ? order.count() * splits : order.count();
+      const int units = kSplitK ? order.count() * splits : kTail ? tail_units : order.count();
       for (int t = cluster_id; t < units; t += clusters) {
         int mp, nt, kt0 = 0, nk = k_tiles;
         if constexpr (kSplitK) {
           order.tile(t / splits, mp, nt);
           kt0 = (t % splits) * k_tiles / splits;
           nk = ((t % splits) + 1) * k_tiles / splits - kt0;
+        } else if constexpr (kTail) {
+          const int u = t - whole, s = u % tsplit;
+          order.tile(t < whole ? t : whole + u / tsplit, mp, nt);
+          if (t >= whole) {
+            kt0 = s * k_tiles / tsplit;
+            nk = (s + 1) * k_tiles / tsplit - kt0;
+          }
         } else {
           order.tile(t, mp, nt);
         }
@@ -345,7 +396,44 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       float acc[Cfg::kAcc];
       int it = 0, tiles = 0;
       u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / kWG);
-      const int units = kSplitK ? order.count() * splits : order.count();
+      // kTail: unit u of the last round's split tiles (tile u / S, k-range u % S). Writes this
+      // warpgroup's partial, counts it, and returns true in the last of the S arrivals, with acc
+      // replaced by the sum of the S partials in split order.
+      auto tail_sum = [&](float(&f)[Cfg::kAcc], int u) -> bool {
+        const int s = u % tsplit, ti = u / tsplit, tid = threadIdx.x % 128;
+        auto slot = [&](int ss) {
+          return tail.part +
+                 (static_cast<i64>(((ti * tsplit + ss) * kCluster + rank) * kWG + (wg - 1)) *
+                      (Cfg::kAcc / 2) * 128 + tid) * 2;
+        };
+        float* mine = slot(s);
+#pragma unroll
+        for (int i = 0; i < Cfg::kAcc / 2; ++i) st_cg_f2(mine + 256 * i, f[2 * i], f[2 * i + 1]);
+        __threadfence();
+        bool last = false;
+        u32* cnt = tail.count + (ti * kCluster + rank) * kWG + (wg - 1);
+        named_barrier_sync(wg, 128);
+        if (leader) {
+          last = atomicAdd(cnt, 1u) == static_cast<u32>(tsplit - 1);
+          if (last) *cnt = 0u;  // every arrival is in: ready for the next launch
+        }
+        if (!named_barrier_or(wg, 128, last)) return false;
+        __threadfence();
+        // f = ((p_0 + p_1) + p_2) + ..., every partial (this thread's own too) read back from L2:
+        // the fixed order makes the bits independent of which unit arrives last, and summing in
+        // place needs no second fragment of registers.
+        for (int ss = 0; ss < tsplit; ++ss) {
+          const float* p = slot(ss);
+#pragma unroll
+          for (int i = 0; i < Cfg::kAcc / 2; ++i) {
+            const float2 v = ld_cg_f2(p + 256 * i);
+            f[2 * i] = ss == 0 ? v.x : f[2 * i] + v.x;
+            f[2 * i + 1] = ss == 0 ? v.y : f[2 * i + 1] + v.y;
+          }
+        }
+        return true;
+      };
+      const int units = kSplitK ? order.count() * splits : kTail ? tail_units : order.count();
       const int k_tiles_all = k_tiles;
       for (int t = cluster_id; t < units; t += clusters, ++tiles) {
         int mp, nt;
@@ -353,8 +441,12 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         // are the measured ones for every other kernel.
         const int k_tiles = kSplitK ? ((t % splits) + 1) * k_tiles_all / splits -
                                           (t % splits) * k_tiles_all / splits
-                                    : k_tiles_all;
-        order.tile(kSplitK ? t / splits : t, mp, nt);
+                            : kTail && t >= whole
+                                ? (((t - whole) % tsplit) + 1) * k_tiles_all / tsplit -
+                                      ((t - whole) % tsplit) * k_tiles_all / tsplit
+                                : k_tiles_all;
+        order.tile(kSplitK ? t / splits : kTail && t >= whole ? whole + (t - whole) / tsplit : t, mp,
+                   nt);
         const int row0 = (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1);
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
@@ -474,6 +566,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         }
         it += k_tiles;
         if constexpr (kPf) mbar_wait(&pf[wg - 1], tiles & 1);
+        if constexpr (kTail) {
+          if (t >= whole && !tail_sum(acc, t - whole)) continue;  // not the last of its tile's S
+        }
         if constexpr (kSplitK) {
           epi(acc, row0, nt * kBN, my_staging, wg, t % splits);
         } else {
