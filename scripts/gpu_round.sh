@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -176,6 +176,20 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s8-review)  # session 8, after review: the FP8 out_proj and the MLP on the final tree (every wgmma
+              # test: the default, two-launch and tail-split forms, graphs, the capture guard),
+              # then the swap-AB split-K kernels (their unit decoding moved into the engine's
+              # shared helper); MLP tests in a second call (s8-review-mlp)
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "test_fp8_out_proj and 4824 and int32"
+    [ "$status" = 0 ] || exit 1
+    run 380 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py -k \
+      "fp8 and not mma and not (test_fp8_out_proj and 4824 and int32)"
+    run 100 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "small_m"
+    ;;
+  s8-review-mlp)  # the MLP's GPU tests on the final tree (every M, both back ends, graphs, the
+                  # silu probe, the tail split)
+    run 540 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py
     ;;
   s8-final)  # session 8, last call: the silu probe over every bf16 g, then the FP8 out_proj and
              # the MLP against their torch.compile chains at every centre (clock / power logged)

@@ -65,3 +65,32 @@ def test_small_m_splits_model():
     assert gemm.small_m_splits(1, 5376, 14336, 132) == 3
     assert gemm.small_m_splits(1, 512, 64, 132) == 1
     assert gemm.small_m_splits(129, 21504, 5376, 132) <= 3
+
+
+def test_tail_split_grid(monkeypatch):
+    """The engine's tail split (gemm.tail_split_grid) at the FP8 out_proj's N = 5376, residency
+    fixed at the H200's (66 clusters of two, 132 single CTAs); expected (S, grid) worked by hand:
+    R leftover tiles (pairs) take S = min(4, clusters // R, k_tiles // 4) ranges each, and the
+    R * S split units of the last round fit in one round of the grid."""
+    from h3cupy.ops import gemm
+
+    monkeypatch.setattr(gemm, "_engine_resident", lambda k, cluster, smem, dev, wg: 132 // cluster)
+    cases = [
+        # (M, cluster, tile N, k-tiles), (S, grid CTAs)
+        ((1, 1, 128, 56), (3, 126)),  # 42 tiles, all left over: 3 ranges each, 126 CTAs
+        ((1, 1, 128, 4), (1, 42)),  # one k-range only: unsplit
+        ((129, 1, 128, 56), (1, 84)),  # 84 tiles: no room for two ranges each
+        ((4097, 2, 192, 56), (4, 132)),  # 17 pairs x 28 = 476 = 7 x 66 + 14
+        ((4824, 2, 192, 56), (4, 132)),  # 19 x 28 = 532 = 8 x 66 + 4
+        ((4824, 2, 192, 8), (2, 132)),  # 8 k-tiles: at most 2 ranges
+        ((128 * 2 * 66, 2, 192, 56), (1, 132)),  # 66 x 28 pairs: no partial round
+    ]
+    for (m, cluster, tile_n, k_tiles), want in cases:
+        got = gemm.tail_split_grid(None, m, 5376, tile_n, cluster, 0, 0, k_tiles)
+        assert got == want, (m, k_tiles, got, want)
+        s, grid = got
+        pairs = -(-m // (128 * cluster))  # M-tiles (clusters: pairs of them)
+        units = pairs * (5376 // tile_n)
+        clusters = grid // cluster
+        left = units % clusters if units >= clusters else units
+        assert s == 1 or left * s <= clusters

@@ -267,21 +267,49 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
     return tile_n, int(promote), cluster, bool(pingpong)
 
 
+def _engine_units(m: int, n: int, tile_n: int, cluster: int, wg: int) -> int:
+    """The engine's output tiles (clusters: tile pairs) for an [m, n] output."""
+    m_tiles = -(-m // (64 * wg))
+    return -(-m_tiles // cluster) * (-(-n // tile_n))
+
+
+def _engine_resident(kernel, cluster: int, smem: int, device: int, wg: int) -> int:
+    """How many CTAs (clusters: clusters) of an engine kernel can be resident at once."""
+    sms = arch.sm_count(device)
+    if cluster > 1:
+        return max_active_clusters(kernel, cluster, 128 * (wg + 1), smem, sms // cluster)
+    return sms
+
+
 def engine_grid(
     kernel, m: int, n: int, tile_n: int, cluster: int, smem: int, device: int, wg: int = 2
 ) -> int:
     """Persistent grid of the sm_90a engine: one CTA per output tile (clusters: per unit of
     tile pairs), at most as many as can be resident at once. ``wg``: consumer
     warpgroups (tiles of 64 * wg rows, 128 * (wg + 1) threads)."""
-    sms = arch.sm_count(device)
-    m_tiles = -(-m // (64 * wg))
-    n_tiles = -(-n // tile_n)
-    units = -(-m_tiles // cluster) * n_tiles  # tiles, or tile pairs
-    if cluster > 1:
-        resident = max_active_clusters(kernel, cluster, 128 * (wg + 1), smem, sms // cluster)
-    else:
-        resident = sms
-    return cluster * min(units, resident)
+    units = _engine_units(m, n, tile_n, cluster, wg)
+    return cluster * min(units, _engine_resident(kernel, cluster, smem, device, wg))
+
+
+#: The most k-ranges one leftover tile is split into by tail_split_grid.
+TAIL_MAX_SPLITS = 4
+
+
+def tail_split_grid(
+    kernel, m: int, n: int, tile_n: int, cluster: int, smem: int, device: int, k_tiles: int
+) -> tuple[int, int]:
+    """``(splits, grid)`` for an engine kernel built with ``kTail`` (h3/gemm_sm90.cuh TailSplit):
+    the R tiles (pairs) left over for the persistent grid's last round (all of them when there
+    are fewer tiles than resident clusters) run as S = min(4, clusters / R, k_tiles / 4) units
+    over consecutive k-ranges, and the grid grows to hold them. ``(1, engine_grid(...))`` when
+    there is no partial round or no room to split. Two-consumer-warpgroup kernels."""
+    units = _engine_units(m, n, tile_n, cluster, 2)
+    resident = _engine_resident(kernel, cluster, smem, device, 2)
+    r = units % resident if units >= resident else units
+    s = min(TAIL_MAX_SPLITS, resident // r, k_tiles // 4) if r else 1
+    if s < 2:
+        return 1, cluster * min(units, resident)
+    return s, cluster * min(resident, units - r + r * s)
 
 
 @functools.lru_cache(maxsize=256)

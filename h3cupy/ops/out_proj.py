@@ -35,56 +35,40 @@ _tile_counters: dict[tuple[int, int], object] = {}
 #: (device, stream), made on the first eager call; a launch captured into a CUDA graph on a stream
 #: that has none runs without the split.
 TAIL_SPLIT = False
-_TAIL_MAX_SPLITS = 4
 _tail_ws: dict[tuple[int, int], object] = {}
 
 
-def tail_splits(tiles: int, resident: int, k_tiles: int) -> int:
-    """S for the engine's TailSplit: the R = tiles mod resident (or all, if fewer) tiles of the
-    last round run as S k-ranges each; 1 when there is no partial round or no room to split."""
-    r = tiles % resident if tiles >= resident else tiles
-    if r == 0:
-        return 1
-    s = min(_TAIL_MAX_SPLITS, resident // r, k_tiles // 4)
-    return s if s >= 2 else 1
-
-
-def _tail_workspace(dev: int, stream_handle: int, part_floats: int):
-    """(partials, counters) device pointers for one stream, or None while the stream is being
-    captured and has none yet (no allocation inside a capture). Counters start at zero; the
-    kernel leaves them at zero."""
+def _stream_buffer(cache: dict, dev: int, stream_handle: int, n: int):
+    """A zeroed uint32 device buffer of at least ``n`` words kept per (device, stream) in
+    ``cache``: made on first use and grown for a larger n, so that a graph captured on that
+    stream afterwards allocates nothing. None while the stream is being captured and has no
+    buffer that large (no allocation is allowed inside a capture)."""
     import cupy
 
-    buf = _tail_ws.get((dev, stream_handle))
-    need = 1024 + part_floats
-    if buf is None or buf.size < need:
+    buf = cache.get((dev, stream_handle))
+    if buf is None or buf.size < n:
         if cupy.cuda.runtime.streamIsCapturing(stream_handle):
             return None
         with cupy.cuda.Device(dev):
-            buf = cupy.zeros(need, np.uint32)
-        _tail_ws[(dev, stream_handle)] = buf
-    return np.uint64(buf.data.ptr + 4096), np.uint64(buf.data.ptr)
+            buf = cupy.zeros(n, np.uint32)
+        cache[(dev, stream_handle)] = buf
+    return buf
 
 
 def _counters(dev: int, stream_handle: int, n: int):
-    """Per-(device, stream) tile counters for the fused form, allocated on first use (so the op
-    is CUDA-graph safe after one eager call) and grown when a larger M comes. Allocating while
-    the stream is being captured is refused with a ValueError that asks for workspace_flags."""
-    import cupy
-
-    buf = _tile_counters.get((dev, stream_handle))
-    if buf is None or buf.size < n:
-        if cupy.cuda.runtime.streamIsCapturing(stream_handle):
-            have = "none" if buf is None else f"only {buf.size}"
-            raise ValueError(
-                f"workspace_flags: the single-launch form needs {n} int32 tile counters, this "
-                f"stream has {have} yet, and it is being captured into a CUDA graph (no "
-                f"allocation is allowed there); pass workspace_flags=<int32 device array of "
-                f"{n}>, or call the op once on this stream with this M before capturing"
-            )
-        with cupy.cuda.Device(dev):
-            buf = cupy.zeros(max(n, 512), np.uint32)
-        _tile_counters[(dev, stream_handle)] = buf
+    """Per-(device, stream) tile counters for the fused form (see _stream_buffer). Allocating
+    while the stream is being captured is refused with a ValueError that asks for
+    workspace_flags."""
+    buf = _stream_buffer(_tile_counters, dev, stream_handle, max(n, 512))
+    if buf is None:
+        old = _tile_counters.get((dev, stream_handle))
+        have = "none" if old is None else f"only {old.size}"
+        raise ValueError(
+            f"workspace_flags: the single-launch form needs {n} int32 tile counters, this "
+            f"stream has {have} yet, and it is being captured into a CUDA graph (no "
+            f"allocation is allowed there); pass workspace_flags=<int32 device array of "
+            f"{n}>, or call the op once on this stream with this M before capturing"
+        )
     return buf
 
 
@@ -161,18 +145,18 @@ def launch_fp8_gemm_wgmma(
     if TAIL_SPLIT:
         from ..core.interop import current_stream_ptr
 
-        m_tiles = -(-m // 128)
-        tiles = -(-m_tiles // cluster) * (-(-D // tile_n))  # tiles, or tile pairs
-        resident = gemm.engine_grid(kernel, 1 << 24, D, tile_n, cluster, smem, dev) // cluster
-        splits = tail_splits(tiles, resident, k // 128)
-        ws_ptrs = None
+        splits, split_grid = gemm.tail_split_grid(
+            kernel, m, D, tile_n, cluster, smem, dev, k // 128
+        )
         if splits > 1:
-            part = resident * cluster * 2 * 64 * tile_n
-            ws_ptrs = _tail_workspace(dev, current_stream_ptr([*more, aq]), part)
-        if ws_ptrs is not None:
-            tail = (*ws_ptrs, i32(splits))
-            whole = tiles - (tiles % resident if tiles >= resident else tiles)
-            grid = cluster * min(resident, whole + (tiles - whole) * splits)
+            # 1024 counter words, then one 64 x tile_n fp32 partial per consumer warpgroup of
+            # each CTA of the grid (at most one split unit per CTA)
+            ws_buf = _stream_buffer(
+                _tail_ws, dev, current_stream_ptr([*more, aq]), 1024 + split_grid * 2 * 64 * tile_n
+            )
+            if ws_buf is not None:  # (else a capture on a stream without one: unsplit)
+                tail = (np.uint64(ws_buf.data.ptr + 4096), np.uint64(ws_buf.data.ptr), i32(splits))
+                grid = split_grid
     launch(
         kernel,
         grid,

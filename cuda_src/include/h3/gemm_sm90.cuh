@@ -252,7 +252,30 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   // kTail: units 0..whole-1 are whole tiles; the rest are the last round's tiles in S k-ranges.
   const int tsplit = kTail ? max(tail.splits, 1) : 1;
   const int whole = kTail && tsplit > 1 ? order.count() - order.count() % clusters : order.count();
-  const int tail_units = whole + (order.count() - whole) * tsplit;
+  // (formed where each role uses it, as first_rows above)
+  auto unit_count = [&]() {
+    return kSplitK ? order.count() * splits
+           : kTail ? whole + (order.count() - whole) * tsplit
+                   : order.count();
+  };
+  // Unit t of the persistent loop (both roles decode it alike): its tile (pair) index in the
+  // grouped order, its k-range [kt0, kt0 + nk), and which of its tile's `parts` it is.
+  auto unit = [&](int t, int& tile, int& kt0, int& nk, int& part) {
+    int parts = 1;
+    part = 0;
+    tile = t;
+    if (kSplitK) {
+      tile = t / splits;
+      part = t % splits;
+      parts = splits;
+    } else if (kTail && t >= whole) {
+      tile = whole + (t - whole) / tsplit;
+      part = (t - whole) % tsplit;
+      parts = tsplit;
+    }
+    kt0 = part * k_tiles / parts;
+    nk = (part + 1) * k_tiles / parts - kt0;
+  };
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -280,23 +303,11 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
       int it = 0;
-      const int units = kSplitK ? order.count() * splits : kTail ? tail_units : order.count();
+      const int units = unit_count();
       for (int t = cluster_id; t < units; t += clusters) {
-        int mp, nt, kt0 = 0, nk = k_tiles;
-        if constexpr (kSplitK) {
-          order.tile(t / splits, mp, nt);
-          kt0 = (t % splits) * k_tiles / splits;
-          nk = ((t % splits) + 1) * k_tiles / splits - kt0;
-        } else if constexpr (kTail) {
-          const int u = t - whole, s = u % tsplit;
-          order.tile(t < whole ? t : whole + u / tsplit, mp, nt);
-          if (t >= whole) {
-            kt0 = s * k_tiles / tsplit;
-            nk = (s + 1) * k_tiles / tsplit - kt0;
-          }
-        } else {
-          order.tile(t, mp, nt);
-        }
+        int mp, nt, tile, kt0, nk, part;
+        unit(t, tile, kt0, nk, part);
+        order.tile(tile, mp, nt);
         const int m0 = (mp * kCluster + rank) * Cfg::kBM;
         const int nslice = nt * kBN + rank * Cfg::kBSliceRows;
         pro.before_a(m0);
@@ -396,11 +407,11 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       float acc[Cfg::kAcc];
       int it = 0, tiles = 0;
       u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / kWG);
-      // kTail: unit u of the last round's split tiles (tile u / S, k-range u % S). Writes this
-      // warpgroup's partial, counts it, and returns true in the last of the S arrivals, with acc
-      // replaced by the sum of the S partials in split order.
-      auto tail_sum = [&](float(&f)[Cfg::kAcc], int u) -> bool {
-        const int s = u % tsplit, ti = u / tsplit, tid = threadIdx.x % 128;
+      // kTail: k-range s of the last round's split tile ti. Writes this warpgroup's partial,
+      // counts it, and returns true in the last of the S arrivals, with f replaced by the sum of
+      // the S partials in split order.
+      auto tail_sum = [&](float(&f)[Cfg::kAcc], int ti, int s) -> bool {
+        const int tid = threadIdx.x % 128;
         auto slot = [&](int ss) {
           return tail.part +
                  (static_cast<i64>(((ti * tsplit + ss) * kCluster + rank) * kWG + (wg - 1)) *
@@ -433,20 +444,14 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         }
         return true;
       };
-      const int units = kSplitK ? order.count() * splits : kTail ? tail_units : order.count();
-      const int k_tiles_all = k_tiles;
+      const int units = unit_count();
       for (int t = cluster_id; t < units; t += clusters, ++tiles) {
-        int mp, nt;
-        // NOTE: split-K units run fewer k-tiles; k_tiles is shadowed so that the loops below
-        // are the measured ones for every other kernel.
-        const int k_tiles = kSplitK ? ((t % splits) + 1) * k_tiles_all / splits -
-                                          (t % splits) * k_tiles_all / splits
-                            : kTail && t >= whole
-                                ? (((t - whole) % tsplit) + 1) * k_tiles_all / tsplit -
-                                      ((t - whole) % tsplit) * k_tiles_all / tsplit
-                                : k_tiles_all;
-        order.tile(kSplitK ? t / splits : kTail && t >= whole ? whole + (t - whole) / tsplit : t, mp,
-                   nt);
+        int mp, nt, tile, kt0, part, nk;
+        unit(t, tile, kt0, nk, part);
+        // NOTE: split units run fewer k-tiles; k_tiles is shadowed so that the loops below are
+        // the measured ones for every other kernel.
+        const int k_tiles = nk;
+        order.tile(tile, mp, nt);
         const int row0 = (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1);
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
@@ -567,10 +572,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         it += k_tiles;
         if constexpr (kPf) mbar_wait(&pf[wg - 1], tiles & 1);
         if constexpr (kTail) {
-          if (t >= whole && !tail_sum(acc, t - whole)) continue;  // not the last of its tile's S
+          if (t >= whole && !tail_sum(acc, tile - whole, part)) continue;  // not its tile's last
         }
         if constexpr (kSplitK) {
-          epi(acc, row0, nt * kBN, my_staging, wg, t % splits);
+          epi(acc, row0, nt * kBN, my_staging, wg, part);
         } else {
           epi(acc, row0, nt * kBN, my_staging, wg);
         }

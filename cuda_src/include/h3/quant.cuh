@@ -29,9 +29,9 @@ H3_DEVICE float div_rn_markstein(float v, float s, float rcp) {
 
 // silu(g) = g / (1 + exp(-g)) in fp32 from the approximate exp2 and reciprocal (MUFU.EX2, MUFU.RCP:
 // a few fp32 ulps from the exact value); FC1 rounds it to bf16 next (SPEC.md section 8 bounds y
-// by 1.6e-2 relative; tests/test_mlp_gpu.py checks every bf16 g). Replaced expf and a correctly
-// rounded division (session 8: ~600 fewer instructions per FC1 tile, MLP -1 to -3%). Saturates cleanly: exp(-g) = inf gives -0 for
-// g -> -inf, exp(-g) = 0 gives g; silu(-0) = -0.
+// by 1.6e-2 relative; tests/test_mlp_gpu.py checks every bf16 g). It replaced expf and a
+// correctly rounded division (session 8: ~600 fewer instructions per FC1 tile, MLP -1 to -3%).
+// Saturates cleanly: exp(-g) = inf gives -0 for g -> -inf, exp(-g) = 0 gives g; silu(-0) = -0.
 H3_DEVICE float silu_approx(float g) {
   float e, r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(g * -1.4426950408889634f));
