@@ -52,8 +52,9 @@ def exact(op: str, shape: str, what: str, got: np.ndarray, want: np.ndarray) -> 
             f"shape {got.shape} != {want.shape}",
         )
     if got.dtype.itemsize == want.dtype.itemsize:
-        gb = np.ascontiguousarray(got).view(np.uint8).reshape(got.shape + (-1,))
-        wb = np.ascontiguousarray(want).view(np.uint8).reshape(want.shape + (-1,))
+        width = (got.dtype.itemsize,)
+        gb = np.ascontiguousarray(got).view(np.uint8).reshape(got.shape + width)
+        wb = np.ascontiguousarray(want).view(np.uint8).reshape(want.shape + width)
         bad = (gb != wb).any(axis=-1)
     else:
         bad = got != want
@@ -170,8 +171,9 @@ def graph_checks(op: str, shape: str, call: Callable[[], object], outputs) -> li
     """CUDA-graph safety of one operator call whose outputs, workspaces and device scalars are all
     supplied (``call`` takes no arguments; ``outputs`` are the CuPy arrays it writes): an eager
     run gives reference bytes; a second eager run into poisoned outputs must give the same bytes
-    (determinism); a run captured on a fresh CuPy stream (no allocation and no host sync allowed
-    inside a capture) and replayed into poisoned outputs must give them too."""
+    (determinism); a run captured on a fresh CuPy stream in the global capture mode (torch's
+    default: no cudaMalloc and no host sync allowed inside) and replayed into poisoned outputs
+    must give them too."""
     import cupy
 
     def snapshot():
@@ -191,7 +193,7 @@ def graph_checks(op: str, shape: str, call: Callable[[], object], outputs) -> li
     cupy.cuda.Device().synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
-        stream.begin_capture()
+        stream.begin_capture(mode=cupy.cuda.runtime.streamCaptureModeGlobal)
         try:
             call()
         finally:
@@ -289,9 +291,7 @@ def _capture(fn: Callable[[int], object], rotate: int):
             fn(i)  # warm-up: compiles, loads, unlocks shared memory outside the capture
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    # captured on the warm-up stream: state an op keeps per stream (h3cupy.ops.out_proj's
-    # workspaces) is then the warm-up's
-    with torch.cuda.graph(graph, stream=side):
+    with torch.cuda.graph(graph):  # on torch's own capture stream, as users do
         for i in range(rotate):
             fn(i)
     graph.replay()

@@ -641,15 +641,21 @@ def check_pre_attention_nvfp4(
 
 
 def _expected_flags(m: int) -> np.ndarray:
-    """The MLP's workspace_flags after a call: zero (two-launch FC2), or the rows of each 128-row
-    tile of y once FC2's spare warps have quantized them (the fused form)."""
+    """The first words of the MLP's workspace_flags after a call: those FC2's plan zeroes
+    before its launch (out_proj.GatedGemmPlan.zero). The ready counters at the front then hold
+    the rows of each 128-row tile of y (the fused form); the tail split's arrival counters are
+    back at zero (each tile's last arrival resets its own). Empty on the mma.sync back end,
+    which uses no flags."""
     from .core import arch
     from .ops import mlp, out_proj
 
-    n = -(-m // 128)
-    if not mlp.FUSED_QUANT or out_proj.gemm_backend(arch.current_target()) != "wgmma":
-        return np.zeros(n, np.int32)
-    return np.minimum(128, m - 128 * np.arange(n)).astype(np.int32)
+    dev = arch.current_device()
+    if out_proj.gemm_backend(arch.device_target(dev)) != "wgmma":
+        return np.zeros(0, np.int32)
+    plan = out_proj.plan_fp8_gemm_wgmma(m, mlp.FFN, mlp.FUSED_QUANT, dev)
+    want = np.zeros(plan.zero, np.int32)
+    want[: plan.ready] = np.minimum(128, m - 128 * np.arange(plan.ready))
+    return want
 
 
 def _download_rows(a, rows: np.ndarray, everything: bool = False) -> np.ndarray:
@@ -734,6 +740,7 @@ def check_mlp_fp8(
     yq = _download_rows(ws["workspace_y_q"], er, full)
     ys = _download_rows(ws["workspace_y_scale"], er, full)
     want_yq, want_ys = formats.fp8_quantize_per_token(y)
+    want_flags = _expected_flags(m)
     which = "" if full else f" ({er.size} sampled rows)"
     checks = [
         exact("mlp_fp8", shape, f"y_q vs host FP8 of the kernel's y{which}", yq, want_yq),
@@ -741,9 +748,9 @@ def check_mlp_fp8(
         exact(
             "mlp_fp8",
             shape,
-            "flags (zeroed; rows per tile in the fused form)",
-            download(ws["workspace_flags"]),
-            _expected_flags(m),
+            "flags (zeroed; rows per tile in the fused form, tail counters reset)",
+            download(ws["workspace_flags"])[: want_flags.size],
+            want_flags,
         ),
     ]
     aq = _download_rows(ws["workspace_a_q"], rows)
@@ -829,7 +836,7 @@ def check_out_proj_fp8(
     ``alias`` passes ``out=residual``."""
     import cupy
 
-    from .ops.out_proj import minimax_h3_fp8_out_proj
+    from .ops.out_proj import minimax_h3_fp8_out_proj, minimax_h3_fp8_out_proj_flags
 
     rng = rng or np.random.default_rng()
     host = ref_inputs.out_proj_inputs(m, rows=9, index_dtype=index_dtype, rng=rng)
@@ -890,9 +897,10 @@ def check_out_proj_fp8(
     ).astype(np.float64)
     checks += _gated_checks("fp8_out_proj", shape, got, ref, rows, idx, residual_host)
     if graph and not alias:  # an aliased out changes the next run's input
-        # the fused form's counters as a workspace: nothing is allocated inside the capture
-        # (-1: the poison value, so the two-launch form, which leaves them alone, compares equal)
-        flags = cupy.full((-(-m // 128),), -1, np.int32)
+        # the single-launch form's counters and the tail split's as a workspace: nothing is
+        # allocated inside the capture (-1: the poison value, so words a form leaves alone
+        # compare equal)
+        flags = cupy.full((minimax_h3_fp8_out_proj_flags(m),), -1, np.int32)
         checks += graph_checks(
             "fp8_out_proj",
             shape,

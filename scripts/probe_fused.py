@@ -86,7 +86,9 @@ def main() -> None:
         out = torch.empty_like(res)
         aq = torch.empty(m, attn_k, dtype=torch.float8_e4m3fn, device="cuda")
         asc = torch.empty(m, dtype=torch.float32, device="cuda")
-        flags = torch.empty(-(-m // 128), dtype=torch.int32, device="cuda")
+        flags = torch.empty(
+            out_proj._flags_words(m, attn_k, True), dtype=torch.int32, device="cuda"
+        )
         ins = (attn, wq, ws, gate, idx, res)
 
         def op(i, ins=ins, out=out, aq=aq, asc=asc, flags=flags):

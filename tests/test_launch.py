@@ -77,20 +77,26 @@ def test_tail_split_grid(monkeypatch):
     monkeypatch.setattr(gemm, "_engine_resident", lambda k, cluster, smem, dev, wg: 132 // cluster)
     cases = [
         # (M, cluster, tile N, k-tiles), (S, grid CTAs)
-        ((1, 1, 128, 56), (3, 126)),  # 42 tiles, all left over: 3 ranges each, 126 CTAs
-        ((1, 1, 128, 4), (1, 42)),  # one k-range only: unsplit
-        ((129, 1, 128, 56), (1, 84)),  # 84 tiles: no room for two ranges each
-        ((4097, 2, 192, 56), (4, 132)),  # 17 pairs x 28 = 476 = 7 x 66 + 14
-        ((4824, 2, 192, 56), (4, 132)),  # 19 x 28 = 532 = 8 x 66 + 4
-        ((4824, 2, 192, 8), (2, 132)),  # 8 k-tiles: at most 2 ranges
-        ((128 * 2 * 66, 2, 192, 56), (1, 132)),  # 66 x 28 pairs: no partial round
+        ((1, 1, 128, 56), (3, 126, 42)),  # 42 tiles, all left over: 3 ranges each, 126 CTAs
+        ((1, 1, 128, 4), (1, 42, 0)),  # one k-range only: unsplit
+        ((129, 1, 128, 56), (1, 84, 0)),  # 84 tiles: no room for two ranges each
+        ((4097, 2, 192, 56), (4, 132, 14)),  # 17 pairs x 28 = 476 = 7 x 66 + 14
+        ((4824, 2, 192, 56), (4, 132, 4)),  # 19 x 28 = 532 = 8 x 66 + 4
+        ((4824, 2, 192, 8), (2, 132, 4)),  # 8 k-tiles: at most 2 ranges
+        ((128 * 2 * 66, 2, 192, 56), (1, 132, 0)),  # 66 x 28 pairs: no partial round
     ]
     for (m, cluster, tile_n, k_tiles), want in cases:
         got = gemm.tail_split_grid(None, m, 5376, tile_n, cluster, 0, 0, k_tiles)
         assert got == want, (m, k_tiles, got, want)
-        s, grid = got
+        s, grid, r = got
         pairs = -(-m // (128 * cluster))  # M-tiles (clusters: pairs of them)
         units = pairs * (5376 // tile_n)
         clusters = grid // cluster
         left = units % clusters if units >= clusters else units
-        assert s == 1 or left * s <= clusters
+        assert s == 1 or (left == r and left * s <= clusters)
+        # the workspace: a counter per consumer warpgroup of each leftover tile, a fragment per
+        # consumer warpgroup of each split unit
+        cnt, part = gemm.tail_split_words(s, r, tile_n, cluster)
+        assert (cnt, part) == (
+            (0, 0) if s == 1 else (r * cluster * 2, r * s * cluster * 128 * tile_n)
+        )

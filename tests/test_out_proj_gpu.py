@@ -88,17 +88,20 @@ def test_fp8_out_proj_two_launch(m, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
-# NOTE: the tail split's cases: M = 1 runs 42 single-CTA tiles as 3 k-ranges each (126 units),
-# M = 4097 leaves 14 of 476 tile pairs for the last round (4 k-ranges each), M = 4824 4 of 532.
+# NOTE: the tail split's cases (TAIL_SPLIT, on by default): M = 1 runs 42 single-CTA tiles as 3
+# k-ranges each (126 units), M = 4097 leaves 14 of 476 tile pairs for the last round (4 k-ranges
+# each), M = 4824 4 of 532; each against the same call with the split off.
+@pytest.mark.parametrize("split", (True, False))
 @pytest.mark.parametrize("fused", (True, False))
 @pytest.mark.parametrize("m", (1, 4097, 4824))
-def test_fp8_out_proj_tail_split(m, fused, rng, monkeypatch):
-    """TAIL_SPLIT: the last partial round's tiles as split-K units summed by the last to finish;
-    same checks, with more reference rows so that the split tiles' rows are well sampled."""
+def test_fp8_out_proj_tail_split(m, fused, split, rng, monkeypatch):
+    """TAIL_SPLIT on and off: the last partial round's tiles as split-K units summed by the last
+    to finish, or whole; same checks, with more reference rows so that the split tiles' rows are
+    well sampled."""
     from h3cupy.ops import out_proj
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "TAIL_SPLIT", True)
+    monkeypatch.setattr(out_proj, "TAIL_SPLIT", split)
     monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
     results = check_out_proj_fp8(m, rng, max_ref_rows=400)
     bad = [r.row() for r in results if not r.passed]
@@ -139,29 +142,67 @@ def test_fp8_out_proj_tail_split_deterministic(rng, monkeypatch):
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
 
 
-def test_fp8_out_proj_capture_needs_flags():
-    """Capturing the single-launch form's first call on a stream without workspace_flags is
-    refused with a ValueError naming the argument (its counters would be allocated inside the
-    capture); the capture is then ended cleanly. An error path: the inputs' values are unused."""
+@pytest.mark.parametrize("fused", (True, False))
+def test_fp8_out_proj_capture_own_scratch(fused, rng, monkeypatch):
+    """Without workspace_flags, calls captured into CUDA graphs (global capture mode, as
+    torch.cuda.graph's default, on a stream the op never ran on) use scratch of their capture's
+    own: two graphs replayed at once on two streams, while an eager call runs on a third, all give
+    the eager call's bytes (M = 4824: the tail split and the single-launch form's counters both
+    live in that scratch). The scratch is allocated inside the capture under relaxed mode."""
     import cupy
 
     from h3cupy import formats
-    from h3cupy.ops.out_proj import minimax_h3_fp8_out_proj as op
+    from h3cupy.core import workspace
+    from h3cupy.ops import out_proj
+    from h3cupy.reference import inputs as ref_inputs
+    from h3cupy.testing import poison, upload
 
     _need_sm90()
-    m = 300
-    a, wq, ws, gate, idx, res = _error_path_inputs(m)
-    out = cupy.empty((m, 5376), formats.BF16)
-    aq = cupy.empty((m, 7168), np.uint8)
-    asc = cupy.empty((m,), np.float32)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with stream:
-        stream.begin_capture()
-        try:
-            with pytest.raises(ValueError, match=r"workspace_flags: .* being captured"):
-                op(a, wq, ws, gate, idx, res, out=out, act_q=aq, act_scale=asc)
-        finally:
-            stream.end_capture()
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
+    m = 4824
+    host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
+    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
+    dev = {k: upload(host[k]) for k in ("attn_out", "gate", "gate_index", "residual")}
+    args = (
+        dev["attn_out"],
+        cupy.asarray(wq),
+        cupy.asarray(wsc),
+        dev["gate"],
+        dev["gate_index"],
+        dev["residual"],
+    )
+    outs = [cupy.empty((m, 5376), formats.BF16) for _ in range(3)]
+    aqs = [cupy.empty((m, 7168), np.uint8) for _ in range(3)]
+    scs = [cupy.empty((m,), np.float32) for _ in range(3)]
+
+    def call(i):
+        out_proj.minimax_h3_fp8_out_proj(*args, out=outs[i], act_q=aqs[i], act_scale=scs[i])
+
+    call(0)
+    cupy.cuda.Device().synchronize()
+    want = outs[0].view(np.uint16).get()
+    plan = out_proj.plan_fp8_gemm_wgmma(m, 7168, fused, cupy.cuda.Device().id)
+    assert plan.splits > 1  # the case this test is for
+    graphs, streams = [], [cupy.cuda.Stream(non_blocking=True) for _ in range(3)]
+    for i in (1, 2):
+        before = workspace.captured_bytes()
+        with streams[i]:
+            streams[i].begin_capture(mode=cupy.cuda.runtime.streamCaptureModeGlobal)
+            try:
+                call(i)
+            finally:
+                graphs.append(streams[i].end_capture())
+        assert workspace.captured_bytes() - before >= 4 * plan.words  # the capture's own
+    poison(*outs)
+    cupy.cuda.Device().synchronize()
+    for i in (1, 2):
+        graphs[i - 1].launch(streams[i])
+    with streams[0]:
+        call(0)
+    cupy.cuda.Device().synchronize()
+    for i in range(3):
+        got = outs[i].view(np.uint16).get()
+        assert np.array_equal(got, want), f"out {i}: {int((got != want).sum())} bytes differ"
 
 
 @pytest.mark.parametrize("m", (1, 129, 4097))

@@ -61,11 +61,16 @@ def device_target(device_id: int | None = None) -> str:
     return target_for_capability(major, minor)
 
 
-def current_target() -> str:
-    """Target of the current CUDA device."""
+def current_device() -> int:
+    """The current CUDA device's id (cudaGetDevice: what torch.cuda.set_device sets too)."""
     import cupy
 
-    return device_target(cupy.cuda.Device().id)
+    return int(cupy.cuda.Device().id)
+
+
+def current_target() -> str:
+    """Target of the current CUDA device."""
+    return device_target(current_device())
 
 
 @functools.cache

@@ -33,7 +33,11 @@ def stream(tensors: list[Tensor]):
     """The caller's current stream as a CuPy stream object (usable as a context manager, so
     that CuPy fills and copies stay ordered with h3cupy's launches). One wrapper per stream
     handle, made once."""
-    handle = current_stream_ptr(tensors)
+    return stream_for(current_stream_ptr(tensors))
+
+
+def stream_for(handle: int):
+    """The CuPy stream object wrapping a raw stream handle (one per handle, made once)."""
     s = _streams.get(handle)
     if s is None:
         import warnings

@@ -297,19 +297,29 @@ TAIL_MAX_SPLITS = 4
 
 def tail_split_grid(
     kernel, m: int, n: int, tile_n: int, cluster: int, smem: int, device: int, k_tiles: int
-) -> tuple[int, int]:
-    """``(splits, grid)`` for an engine kernel built with ``kTail`` (h3/gemm_sm90.cuh TailSplit):
-    the R tiles (pairs) left over for the persistent grid's last round (all of them when there
-    are fewer tiles than resident clusters) run as S = min(4, clusters / R, k_tiles / 4) units
-    over consecutive k-ranges, and the grid grows to hold them. ``(1, engine_grid(...))`` when
-    there is no partial round or no room to split. Two-consumer-warpgroup kernels."""
+) -> tuple[int, int, int]:
+    """``(splits, grid, left)`` for an engine kernel built with ``kTail`` (h3/gemm_sm90.cuh
+    TailSplit): the R = ``left`` tiles (pairs) left over for the persistent grid's last round
+    (all of them when there are fewer tiles than resident clusters) run as S = min(4,
+    clusters / R, k_tiles / 4) units over consecutive k-ranges, and the grid grows to hold them.
+    ``(1, engine_grid(...), 0)`` when there is no partial round or no room to split.
+    Two-consumer-warpgroup kernels."""
     units = _engine_units(m, n, tile_n, cluster, 2)
     resident = _engine_resident(kernel, cluster, smem, device, 2)
     r = units % resident if units >= resident else units
     s = min(TAIL_MAX_SPLITS, resident // r, k_tiles // 4) if r else 1
     if s < 2:
-        return 1, cluster * min(units, resident)
-    return s, cluster * min(resident, units - r + r * s)
+        return 1, cluster * min(units, resident), 0
+    return s, cluster * min(resident, units - r + r * s), r
+
+
+def tail_split_words(splits: int, left: int, tile_n: int, cluster: int) -> tuple[int, int]:
+    """``(counter words, partial words)`` of a TailSplit workspace: one arrival counter per
+    consumer warpgroup of each leftover tile's CTAs, and one 64 x tile_n fp32 fragment per
+    consumer warpgroup of every split unit (h3/gemm_sm90.cuh TailSplit)."""
+    if splits < 2:
+        return 0, 0
+    return left * cluster * 2, left * splits * cluster * 2 * 64 * tile_n
 
 
 @functools.lru_cache(maxsize=256)

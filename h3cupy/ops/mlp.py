@@ -19,8 +19,6 @@ three launches. H200-verified; level with the four launches at M = 4824-19296 an
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..core import arch, checks, interop, jit
 from ..core.launch import i32, launch, ptr
 from . import gemm, out_proj
@@ -48,11 +46,13 @@ FUSED_QUANT = False
 
 
 def minimax_h3_mlp_fc2_flags_sm120(m: int) -> int:
-    """Length of the int32 ``workspace_flags`` the MLP op expects for ``m`` tokens: one ready flag
-    per 128-row tile of y."""
+    """Length of the int32 ``workspace_flags`` the MLP op expects for ``m`` tokens on the current
+    GPU under the current settings: one ready flag per 128-row tile of y (FC2's single-launch
+    form), then FC2's tail-split counters and partial sums (:data:`h3cupy.ops.out_proj.
+    TAIL_SPLIT`; several MB at some M). At least ``ceil(m / 128)``."""
     if int(m) < 1:
         raise ValueError(f"m: expected M >= 1, got {m}")
-    return -(-int(m) // 128)
+    return out_proj._flags_words(int(m), FFN, FUSED_QUANT)
 
 
 def minimax_h3_mlp_fp8_sm120(
@@ -139,11 +139,7 @@ def minimax_h3_mlp_fp8_sm120(
     yt = checks.output_or_empty(workspace_y, "workspace_y", "bf16", (m, FFN), xt)
     yq = checks.output_or_empty(workspace_y_q, "workspace_y_q", "e4m3", (m, FFN), xt)
     ysc = checks.output_or_empty(workspace_y_scale, "workspace_y_scale", "float32", (m,), xt)
-    ft = None
-    if workspace_flags is not None:
-        ft = checks.output_or_empty(
-            workspace_flags, "workspace_flags", "int32", (minimax_h3_mlp_fc2_flags_sm120(m),), xt
-        )
+    ft = out_proj.check_flags(workspace_flags, xt)
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(
@@ -152,11 +148,6 @@ def minimax_h3_mlp_fp8_sm120(
         )
     backend = out_proj.gemm_backend(target)
 
-    if ft is not None:
-        from ..core.launch import stream
-
-        with stream([xt]):
-            ft.raw.fill(0)
     # 1. Prologue with per-token FP8 of a.
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
     if backend == "mma":
@@ -188,23 +179,9 @@ def minimax_h3_mlp_fp8_sm120(
     )
     # 3 + 4. FC2 with the gated-residual epilogue (the out_proj kernels, K = 14336), on the
     # per-token FP8 of y: a launch of its own, or (FUSED_QUANT) inside FC2's launch with the
-    # 128-row ready counters in workspace_flags (or the op's own).
-    fused = FUSED_QUANT
-    extra: tuple = ()
-    if fused:
-        from ..core.interop import current_stream_ptr
-        from ..core.launch import stream
-
-        n_tiles = minimax_h3_mlp_fc2_flags_sm120(m)
-        if ft is None:
-            cnt = out_proj._counters(dev, current_stream_ptr([xt]), n_tiles)[:n_tiles]
-            cnt_ptr = cnt.data.ptr
-            with stream([xt]):
-                cnt.fill(0)
-        else:
-            cnt_ptr = ft.ptr  # zeroed above
-        extra = (ptr(yt), ptr(yq), np.uint64(cnt_ptr))
-    else:
+    # 128-row ready counters; those and the tail split's counters and partials live in
+    # workspace_flags or the op's scratch.
+    if not FUSED_QUANT:
         launch(
             quant_kernel("quantize_rows_fp8_smxx", dev),
             m,
@@ -212,21 +189,11 @@ def minimax_h3_mlp_fp8_sm120(
             (ptr(yt), i32(FFN), ptr(None), ptr(yq), ptr(ysc)),
             tensors=[yt, yq, ysc],
         )
+    plan = out_proj.plan_fp8_gemm_wgmma(m, FFN, FUSED_QUANT, dev)
+    buf = out_proj.gemm_workspace(plan, ft, dev, [xt], "minimax_h3_mlp_fc2_flags_sm120")
+    src = yt if FUSED_QUANT else None
     out_proj.launch_fp8_gemm_wgmma(
-        yq,
-        ysc,
-        w2,
-        s2,
-        rt,
-        gt,
-        g_stride,
-        rows,
-        it,
-        ot,
-        m,
-        FFN,
-        extra,
-        [yt] + ([ft] if ft is not None else []),
+        plan, buf, yq, ysc, w2, s2, rt, gt, g_stride, rows, it, ot, m, FFN, src, [yt]
     )
     return interop.export(ot)
 

@@ -14,6 +14,8 @@ published through a counter that the TMA producer waits on (``cuda_src/kernels/o
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..core import arch, checks, interop, jit
@@ -27,49 +29,123 @@ ATTN, D = 7168, 5376
 #: by the FP8 out_proj on the wgmma back end (the MLP has its own, ``mlp.FUSED_QUANT``). True since
 #: session 7: 1-2% faster than the two launches at M = 4824-38592 on the H200 (NOTES.md).
 FUSED_QUANT = True
-_tile_counters: dict[tuple[int, int], object] = {}
 #: Split-K of the last partial round in the FP8 GEMM with the gated residual (out_proj and the
 #: MLP's FC2; h3/gemm_sm90.cuh TailSplit): the tiles left over for the grid's last round run as up
-#: to 4 k-ranges each on otherwise idle clusters, summed in a fixed order by the last to finish.
-#: Off by default until measured (benchmarks/NOTES.md, session 8). Its workspace is kept per
-#: (device, stream), made on the first eager call; a launch captured into a CUDA graph on a stream
-#: that has none runs without the split.
-TAIL_SPLIT = False
-_tail_ws: dict[tuple[int, int], object] = {}
+#: to 4 k-ranges each on otherwise idle clusters, summed in a fixed order by the last to finish
+#: (bitwise the same run to run, eager or in a CUDA graph). On by default since session 9
+#: (benchmarks/NOTES.md); its counters and partials live in ``workspace_flags`` after the ready
+#: counters (:func:`minimax_h3_fp8_out_proj_flags`), or in the op's own scratch
+#: (:mod:`h3cupy.core.workspace`).
+TAIL_SPLIT = True
 
 
-def _stream_buffer(cache: dict, dev: int, stream_handle: int, n: int):
-    """A zeroed uint32 device buffer of at least ``n`` words kept per (device, stream) in
-    ``cache``: made on first use and grown for a larger n, so that a graph captured on that
-    stream afterwards allocates nothing. None while the stream is being captured and has no
-    buffer that large (no allocation is allowed inside a capture)."""
-    import cupy
+class GatedGemmPlan(NamedTuple):
+    """How the FP8 GEMM with the gated residual runs on the sm_90a engine for one M and K, and
+    the layout of its int32 workspace: ``ready`` tile counters of the single-launch form at
+    word 0, the tail split's arrival counters at ``tail_count``, its fp32 partials at
+    ``tail_part``; the first ``zero`` words are zeroed before each launch, ``words`` in all
+    (0: no workspace)."""
 
-    buf = cache.get((dev, stream_handle))
-    if buf is None or buf.size < n:
-        if cupy.cuda.runtime.streamIsCapturing(stream_handle):
-            return None
-        with cupy.cuda.Device(dev):
-            buf = cupy.zeros(n, np.uint32)
-        cache[(dev, stream_handle)] = buf
-    return buf
+    kernel: object
+    cluster: int
+    tile_n: int
+    smem: int
+    grid: int
+    splits: int
+    ready: int
+    tail_count: int
+    tail_part: int
+    zero: int
+    words: int
 
 
-def _counters(dev: int, stream_handle: int, n: int):
-    """Per-(device, stream) tile counters for the fused form (see _stream_buffer). Allocating
-    while the stream is being captured is refused with a ValueError that asks for
-    workspace_flags."""
-    buf = _stream_buffer(_tile_counters, dev, stream_handle, max(n, 512))
-    if buf is None:
-        old = _tile_counters.get((dev, stream_handle))
-        have = "none" if old is None else f"only {old.size}"
-        raise ValueError(
-            f"workspace_flags: the single-launch form needs {n} int32 tile counters, this "
-            f"stream has {have} yet, and it is being captured into a CUDA graph (no "
-            f"allocation is allowed there); pass workspace_flags=<int32 device array of "
-            f"{n}>, or call the op once on this stream with this M before capturing"
+def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
+    """The :class:`GatedGemmPlan` for ``out[m, 5376]`` over act_q ``[m, k]`` on device ``dev``
+    (``fused``: the single-launch form, which quantizes the activation inside the launch)."""
+    cluster = 2 if m > 256 else 1
+    tile_n = 192 if cluster == 2 else 128
+    name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
+    kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
+    smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True)
+    grid = gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev)
+    ready = -(-m // 128) if fused else 0
+    splits, cnt, part = 1, 0, 0
+    if TAIL_SPLIT:
+        splits, split_grid, left = gemm.tail_split_grid(
+            kernel, m, D, tile_n, cluster, smem, dev, k // 128
         )
+        if splits > 1:
+            grid = split_grid
+            cnt, part = gemm.tail_split_words(splits, left, tile_n, cluster)
+    tail_count = -(-ready // 64) * 64 if cnt else ready  # 256-byte aligned regions
+    zero = tail_count + cnt
+    tail_part = -(-zero // 64) * 64
+    words = tail_part + part if part else zero
+    return GatedGemmPlan(
+        kernel, cluster, tile_n, smem, grid, splits, ready, tail_count, tail_part, zero, words
+    )
+
+
+def gemm_workspace(plan: GatedGemmPlan, ft, dev: int, tensors: list, helper: str):
+    """The plan's workspace: ``ft`` (the caller's ``workspace_flags``, checked to hold
+    ``plan.words`` int32, from ``helper``), else the op's scratch for this stream or capture
+    (:func:`h3cupy.core.workspace.scratch_words`); its first ``plan.zero`` words are zeroed on
+    the stream (a memset, recorded into a graph when captured). None when the plan needs
+    none."""
+    from ..core import workspace
+    from ..core.interop import current_stream_ptr
+
+    if not plan.words:
+        return None
+    if ft is not None:
+        n = ft.shape[0]
+        if n < plan.words:
+            raise ValueError(
+                f"workspace_flags: expected at least {plan.words} int32 elements for this M on "
+                f"this GPU, got {n}; size it with {helper}(M) (ready counters and the tail "
+                f"split's counters and partial sums)"
+            )
+        buf = ft.raw.view(np.uint32)
+    else:
+        buf = workspace.scratch_words(dev, current_stream_ptr(tensors), plan.words)
+    if plan.zero:
+        with stream(tensors):
+            buf[: plan.zero].fill(0)
     return buf
+
+
+def check_flags(workspace_flags, like) -> object:
+    """A caller's ``workspace_flags``: 1-D contiguous int32 on ``like``'s device (its length is
+    checked against the plan by :func:`gemm_workspace`), or None."""
+    if workspace_flags is None:
+        return None
+    ft = interop.as_tensor(workspace_flags, "workspace_flags")
+    checks.check_dtype(ft, "workspace_flags", "int32")
+    if len(ft.shape) != 1:
+        raise ValueError(f"workspace_flags: expected a 1-D int32 array, got shape {list(ft.shape)}")
+    checks.check_tensor(ft, "workspace_flags", "int32", (ft.shape[0],), like.device)
+    return ft
+
+
+def minimax_h3_fp8_out_proj_flags(m: int) -> int:
+    """Length of the int32 ``workspace_flags`` that :func:`minimax_h3_fp8_out_proj` expects for
+    ``m`` tokens on the current GPU under the current settings: the single-launch form's ready
+    counter per 128-row tile, then the tail split's counters and partial sums (several MB at
+    some M; see :data:`TAIL_SPLIT`). At least ``ceil(m / 128)``."""
+    m = int(m)
+    if m < 1:
+        raise ValueError(f"m: expected M >= 1, got {m}")
+    return _flags_words(m, ATTN, FUSED_QUANT)
+
+
+def _flags_words(m: int, k: int, fused: bool) -> int:
+    """max(ceil(m / 128), the wgmma plan's words) on the current device (just the former on
+    other back ends)."""
+    dev = arch.current_device()
+    n = -(-m // 128)
+    if gemm_backend(arch.device_target(dev)) != "wgmma":
+        return n
+    return max(n, plan_fp8_gemm_wgmma(m, k, fused, dev).words)
 
 
 OUT_PROJ = jit.ModuleSpec(
@@ -124,42 +200,32 @@ def nvfp4_backend(target: str) -> str:
 
 
 def launch_fp8_gemm_wgmma(
-    aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m: int, k: int, fused: tuple, more: list
+    plan: GatedGemmPlan, buf, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, k, src, more
 ) -> None:
     """The FP8 GEMM with the gated-residual epilogue on the sm_90a engine (out_proj and the MLP's
     FC2): ``out[m, 5376] = bf16(residual + bf16(gate[i] * o))`` over act_q ``[m, k]``, the
-    residual tile prefetched by TMA under the mainloop. ``fused``: the single-launch form's
-    extra arguments (source, act_q, tile counters), or empty; ``more``: further tensors whose
-    stream the launch follows."""
-    dev = aq.device
-    if fused and k % 256:
+    residual tile prefetched by TMA under the mainloop, run as ``plan`` says with workspace
+    ``buf`` (:func:`gemm_workspace`). ``src``: the bf16 activation that the single-launch form
+    quantizes into act_q (None for the two-launch form); ``more``: further tensors whose stream
+    the launch follows."""
+    if src is not None and k % 256:
         # the single-launch form's row quantizers move 256 values per warp-wide load
         raise ValueError(f"the single-launch FP8 GEMM needs K % 256 == 0; got K = {k}")
-    cluster = 2 if m > 256 else 1
-    tile_n = 192 if cluster == 2 else 128
-    name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
-    kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
-    smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True)
-    grid = gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev)
+    tile_n, cluster = plan.tile_n, plan.cluster
     tail: tuple = (ptr(None), ptr(None), i32(1))
-    if TAIL_SPLIT:
-        from ..core.interop import current_stream_ptr
-
-        splits, split_grid = gemm.tail_split_grid(
-            kernel, m, D, tile_n, cluster, smem, dev, k // 128
+    if plan.splits > 1:
+        base = buf.data.ptr
+        tail = (
+            np.uint64(base + 4 * plan.tail_part),
+            np.uint64(base + 4 * plan.tail_count),
+            i32(plan.splits),
         )
-        if splits > 1:
-            # 1024 counter words, then one 64 x tile_n fp32 partial per consumer warpgroup of
-            # each CTA of the grid (at most one split unit per CTA)
-            ws_buf = _stream_buffer(
-                _tail_ws, dev, current_stream_ptr([*more, aq]), 1024 + split_grid * 2 * 64 * tile_n
-            )
-            if ws_buf is not None:  # (else a capture on a stream without one: unsplit)
-                tail = (np.uint64(ws_buf.data.ptr + 4096), np.uint64(ws_buf.data.ptr), i32(splits))
-                grid = split_grid
+    fused: tuple = ()
+    if src is not None:
+        fused = (ptr(src), ptr(aq), np.uint64(buf.data.ptr))
     launch(
-        kernel,
-        grid,
+        plan.kernel,
+        plan.grid,
         384,
         (
             gemm._tensor_map(aq.ptr, "uint8", k, m, k, 128),
@@ -176,7 +242,7 @@ def launch_fp8_gemm_wgmma(
             *fused,
         ),
         tensors=[*more, aq, asc, wq, ws, gt, it, rt, ot],
-        smem=smem,
+        smem=plan.smem,
     )
 
 
@@ -260,11 +326,12 @@ def minimax_h3_fp8_out_proj(
         out: optional bf16 ``[M, 5376]``; may be ``residual`` itself.
         act_q, act_scale: optional workspaces, e4m3 ``[M, 7168]`` and fp32 ``[M]`` (filled with
             the per-token FP8 of ``attn_out``).
-        workspace_flags: optional int32 ``[ceil(M / 128)]``, the single-launch form's per-tile
-            ready counters (zeroed by the op). Without it that form keeps counters per device and
-            stream, made on the first call on a stream (and grown for a larger M): pass it to
-            capture a CUDA graph on a stream the op has not run on at that M, or the capture
-            raises ValueError instead of allocating.
+        workspace_flags: optional int32 ``[n]``, n >= :func:`minimax_h3_fp8_out_proj_flags`
+            (M) (a longer one is fine): the single-launch form's per-tile ready counters and
+            the tail split's counters and fp32 partial sums (the op zeroes what it needs).
+            Without it the op uses scratch of its own: per stream for eager calls, per capture
+            (kept for the process's life) inside a CUDA-graph capture, so a capture on any
+            stream works and replays the eager call's bits.
 
     Returns:
         ``out``.
@@ -286,11 +353,7 @@ def minimax_h3_fp8_out_proj(
 
     aq = checks.output_or_empty(act_q, "act_q", "e4m3", (m, ATTN), at)
     asc = checks.output_or_empty(act_scale, "act_scale", "float32", (m,), at)
-    ft = None
-    if workspace_flags is not None:
-        ft = checks.output_or_empty(
-            workspace_flags, "workspace_flags", "int32", (-(-m // 128),), at
-        )
+    ft = check_flags(workspace_flags, at)
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(
@@ -300,17 +363,7 @@ def minimax_h3_fp8_out_proj(
     backend = gemm_backend(target)
 
     fused = FUSED_QUANT and backend == "wgmma"
-    extra: tuple = ()
-    if fused:
-        # The tile counters start at zero (a memset on the stream: part of a captured graph).
-        from ..core.interop import current_stream_ptr
-
-        n_tiles = -(-m // 128)
-        cnt = ft.raw if ft is not None else _counters(dev, current_stream_ptr([at]), n_tiles)
-        with stream([at]):
-            cnt[:n_tiles].fill(0)
-        extra = (ptr(at), ptr(aq), np.uint64(cnt.data.ptr))
-    else:
+    if not fused:
         # Launch 1: per-token FP8 of attn_out (one CTA per row).
         launch(
             quant_kernel("quantize_rows_fp8_smxx", dev),
@@ -324,7 +377,14 @@ def minimax_h3_fp8_out_proj(
         form = arch.fp8_mma_code(FP8_MMA_FORM, target, arch.device_name(dev))
         launch_fp8_gemm_mma(form, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, ATTN)
         return interop.export(ot)
-    launch_fp8_gemm_wgmma(aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, ATTN, extra, [at])
+    # The single-launch form's ready counters and the tail split's counters (zeroed here) and
+    # partials, in workspace_flags or the op's scratch.
+    plan = plan_fp8_gemm_wgmma(m, ATTN, fused, dev)
+    buf = gemm_workspace(plan, ft, dev, [at], "minimax_h3_fp8_out_proj_flags")
+    src = at if fused else None
+    launch_fp8_gemm_wgmma(
+        plan, buf, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, ATTN, src, [at]
+    )
     return interop.export(ot)
 
 
