@@ -50,9 +50,18 @@ def main() -> None:
             workspaces[m, n, k] = torch.empty(s * m * n, device="cuda")
         gemm.gemm_wgmma_small_m(a, b, out=out, splits=s, workspace=workspaces[m, n, k])
 
+    def wgmma_notail(*a, **kw):
+        """gemm_wgmma with the tail split off (gemm.TAIL_SPLIT), for the A/B in one run."""
+        old, gemm.TAIL_SPLIT = gemm.TAIL_SPLIT, False
+        try:
+            return gemm.gemm_wgmma(*a, **kw)
+        finally:
+            gemm.TAIL_SPLIT = old
+
     backends = {
         "mma_sync": gemm.gemm_mma_sync,
         "wgmma": gemm.gemm_wgmma,
+        "wgmma_notail": wgmma_notail,
         "mma_tma": gemm.gemm_mma_tma,
         "swapab": swapab,
     }
@@ -124,9 +133,10 @@ def main() -> None:
                 names = [
                     b
                     for b in args.backend
-                    if (not (b.startswith("wgmma") and b != "wgmma") or f"{b}:{fmt}" in valid)
-                    and (b != "swapab" or (fmt == "bf16" and m <= 136))
+                    if (b in ("wgmma", "wgmma_notail") or not b.startswith("wgmma"))
+                    or f"{b}:{fmt}" in valid
                 ]
+                names = [b for b in names if b != "swapab" or (fmt == "bf16" and m <= 136)]
                 calls = {b: (lambda i, fn=backends[b], h3=h3: h3(i, fn)) for b in names}
                 # GPU times: CUDA-graph replays, baseline and back ends interleaved.
                 g = bench_graphs({"base": base, **calls}, reps=args.reps, rotate=rot)

@@ -169,11 +169,11 @@ def fused_quant(fn, value: bool = True):
 
 
 def tail_split(fn, value: bool = True):
-    """``fn`` with ``out_proj.TAIL_SPLIT`` set to ``value`` (True, the default: the FP8
+    """``fn`` with ``gemm.TAIL_SPLIT`` set to ``value`` (True, the default: the FP8
     out_proj's and FC2's last partial round as split-K units)."""
-    from h3cupy.ops import out_proj
+    from h3cupy.ops import gemm
 
-    return with_setting(out_proj, "TAIL_SPLIT", value, fn)
+    return with_setting(gemm, "TAIL_SPLIT", value, fn)
 
 
 def flags_for(m: int, k: int):

@@ -8,7 +8,11 @@ twins of every one live in :mod:`h3cupy.reference`.
 from __future__ import annotations
 
 from .ops.mlp import minimax_h3_mlp_fc2_flags_sm120, minimax_h3_mlp_fp8_sm120
-from .ops.out_proj import minimax_h3_fp8_out_proj, minimax_h3_nvfp4_out_proj
+from .ops.out_proj import (
+    minimax_h3_fp8_out_proj,
+    minimax_h3_fp8_out_proj_flags,
+    minimax_h3_nvfp4_out_proj,
+)
 from .ops.pre_attention import (
     minimax_h3_bf16_pre_attention,
     minimax_h3_fp8_pre_attention,
@@ -31,6 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     "minimax_h3_bf16_pre_attention",
     "minimax_h3_fp8_out_proj",
+    "minimax_h3_fp8_out_proj_flags",
     "minimax_h3_mlp_fc2_flags_sm120",
     "minimax_h3_mlp_fp8_sm120",
     "minimax_h3_nvfp4_out_proj",

@@ -641,19 +641,19 @@ def check_pre_attention_nvfp4(
 
 
 def _expected_flags(m: int) -> np.ndarray:
-    """The first words of the MLP's workspace_flags after a call: those FC2's plan zeroes
-    before its launch (out_proj.GatedGemmPlan.zero). The ready counters at the front then hold
-    the rows of each 128-row tile of y (the fused form); the tail split's arrival counters are
-    back at zero (each tile's last arrival resets its own). Empty on the mma.sync back end,
-    which uses no flags."""
+    """The first words of the MLP's workspace_flags after a call: those the op zeroes before
+    FC2's launch (one ready flag per 128-row tile of y, and gemm.TailPlan.zero). The ready
+    counters at the front then hold the rows of each 128-row tile of y (the fused form); the
+    tail split's arrival counters are back at zero (each tile's last arrival resets its own).
+    On the mma.sync back end, which uses no flags: the zeroed ready flags."""
     from .core import arch
     from .ops import mlp, out_proj
 
     dev = arch.current_device()
     if out_proj.gemm_backend(arch.device_target(dev)) != "wgmma":
-        return np.zeros(0, np.int32)
+        return np.zeros(-(-m // 128), np.int32)
     plan = out_proj.plan_fp8_gemm_wgmma(m, mlp.FFN, mlp.FUSED_QUANT, dev)
-    want = np.zeros(plan.zero, np.int32)
+    want = np.zeros(max(plan.tail.zero, -(-m // 128)), np.int32)
     want[: plan.ready] = np.minimum(128, m - 128 * np.arange(plan.ready))
     return want
 

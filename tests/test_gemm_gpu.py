@@ -170,6 +170,47 @@ def test_gemm_wgmma_variants(variant, shape, rng):
     _check(download(out).astype(np.float32), ref)
 
 
+# NOTE: the engine's default FP8 tiles at the O and FC2 shapes, M = 4824: 19 tile pairs x 28
+# column tiles = 532 = 8 x 66 + 4, so the last round's 4 pairs run as 4 k-ranges each
+# (gemm.TAIL_SPLIT, on by default); each shape against the same call with the split off.
+@pytest.mark.parametrize("split", (True, False))
+@pytest.mark.parametrize("k", (7168, 14336))
+def test_gemm_wgmma_tail_split(k, split, rng, monkeypatch):
+    """The plain FP8 engine GEMM at M = 4824 with and without the tail split, against a float64
+    GEMM of the same quantized operands (cuBLAS DGEMM on the device: the host would take
+    minutes), within issue #3's bounds; the split's output is the same bytes run to run."""
+    import cupy
+
+    from h3cupy.ops import gemm
+    from h3cupy.testing import poison
+
+    _backend("wgmma")
+    monkeypatch.setattr(gemm, "TAIL_SPLIT", split)
+    m, n = 4824, 5376
+    a = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
+    w = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))
+    aq, as_ = formats.fp8_quantize_per_token(a)
+    wq, ws = formats.fp8_quantize_per_channel(w)
+    aq_d, wq_d, as_d, ws_d = (cupy.asarray(x) for x in (aq, wq, as_, ws))
+    ref = (
+        cupy.asarray(formats.e4m3_decode(aq), np.float64)
+        @ cupy.asarray(formats.e4m3_decode(wq), np.float64).T
+    )
+    ref *= as_d[:, None].astype(np.float64) * ws_d[None, :].astype(np.float64)
+    outs = []
+    for _ in range(2):
+        out = cupy.empty((m, n), formats.BF16)
+        poison(out)
+        gemm.gemm_wgmma(aq_d, wq_d, fmt="e4m3", row_scale=as_d, col_scale=ws_d, out=out)
+        outs.append(out.view(np.uint16))
+    assert bool((outs[0] == outs[1]).all()), "two runs differ"
+    got = cupy.asarray(outs[0].view(formats.BF16).get().astype(np.float32), np.float64)
+    assert bool(cupy.isfinite(got).all()), "non-finite output (unwritten or overflow)"
+    rel = float(cupy.linalg.norm(got - ref) / cupy.linalg.norm(ref))
+    worst = float(cupy.abs(got - ref).max() / cupy.abs(ref).max())
+    assert rel <= 3e-3 and worst <= 1e-2, (rel, worst)
+
+
 # (M, N, K, splits): both activation tiles (n16: M <= 16, n136: M <= 136) and their tails, N
 # tails (520, 1000: a partial last weight tile), split-K with uneven k ranges (K = 7168: 112
 # k-tiles over 3 splits), no split, and the split the model picks (None).

@@ -97,12 +97,12 @@ def test_mlp_fp8_fused_y_quantization(m, rng, monkeypatch):
 
 
 def test_mlp_fp8_no_tail_split(rng, monkeypatch):
-    """FC2 (the out_proj kernel, K = 14336) with out_proj.TAIL_SPLIT off (the tests above run it
+    """FC2 (the out_proj kernel, K = 14336) with gemm.TAIL_SPLIT off (the tests above run it
     on: at M = 4824 the last round's 4 of 532 tile pairs as 4 k-ranges of 28 k-tiles)."""
-    from h3cupy.ops import out_proj
+    from h3cupy.ops import gemm
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "TAIL_SPLIT", False)
+    monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
     results = check_mlp_fp8(4824, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)

@@ -88,7 +88,7 @@ def test_fp8_out_proj_two_launch(m, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
-# NOTE: the tail split's cases (TAIL_SPLIT, on by default): M = 1 runs 42 single-CTA tiles as 3
+# NOTE: the tail split's cases (gemm.TAIL_SPLIT, on by default): M = 1 runs 42 single-CTA tiles as 3
 # k-ranges each (126 units), M = 4097 leaves 14 of 476 tile pairs for the last round (4 k-ranges
 # each), M = 4824 4 of 532; each against the same call with the split off.
 @pytest.mark.parametrize("split", (True, False))
@@ -98,10 +98,10 @@ def test_fp8_out_proj_tail_split(m, fused, split, rng, monkeypatch):
     """TAIL_SPLIT on and off: the last partial round's tiles as split-K units summed by the last
     to finish, or whole; same checks, with more reference rows so that the split tiles' rows are
     well sampled."""
-    from h3cupy.ops import out_proj
+    from h3cupy.ops import gemm, out_proj
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "TAIL_SPLIT", split)
+    monkeypatch.setattr(gemm, "TAIL_SPLIT", split)
     monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
     results = check_out_proj_fp8(m, rng, max_ref_rows=400)
     bad = [r.row() for r in results if not r.passed]
@@ -115,12 +115,12 @@ def test_fp8_out_proj_tail_split_deterministic(rng, monkeypatch):
     import cupy
 
     from h3cupy import formats
-    from h3cupy.ops import out_proj
+    from h3cupy.ops import gemm, out_proj
     from h3cupy.reference import inputs as ref_inputs
     from h3cupy.testing import poison, upload
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "TAIL_SPLIT", True)
+    monkeypatch.setattr(gemm, "TAIL_SPLIT", True)
     m = 4824
     host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
     wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
@@ -182,7 +182,7 @@ def test_fp8_out_proj_capture_own_scratch(fused, rng, monkeypatch):
     cupy.cuda.Device().synchronize()
     want = outs[0].view(np.uint16).get()
     plan = out_proj.plan_fp8_gemm_wgmma(m, 7168, fused, cupy.cuda.Device().id)
-    assert plan.splits > 1  # the case this test is for
+    assert plan.tail.splits > 1  # the case this test is for
     graphs, streams = [], [cupy.cuda.Stream(non_blocking=True) for _ in range(3)]
     for i in (1, 2):
         before = workspace.captured_bytes()
@@ -192,7 +192,7 @@ def test_fp8_out_proj_capture_own_scratch(fused, rng, monkeypatch):
                 call(i)
             finally:
                 graphs.append(streams[i].end_capture())
-        assert workspace.captured_bytes() - before >= 4 * plan.words  # the capture's own
+        assert workspace.captured_bytes() - before >= 4 * plan.tail.words  # the capture's own
     poison(*outs)
     cupy.cuda.Device().synchronize()
     for i in (1, 2):

@@ -2,7 +2,9 @@
 //   C = bf16((A * B^T) * row_scale[m] * col_scale[n]), fp32 accumulation, scales optional.
 // Instantiated as gemm_wgmma[_x2]_sm90<fmt, tile N, promote, ping-pong>: fmt 0 bf16, 1 e4m3;
 // _x2 runs clusters of two CTAs that multicast B; ping-pong gives each consumer warpgroup whole
-// tiles, alternately, so one warpgroup's epilogue overlaps the other's MMAs.
+// tiles, alternately, so one warpgroup's epilogue overlaps the other's MMAs. The cooperative
+// variants up to 192 columns (kTailOk) split the last partial round's tiles over k (TailSplit;
+// tail_splits = 1: off; the others ignore the three tail arguments).
 #include "h3/gemm_sm90.cuh"
 
 namespace h3 {
@@ -14,6 +16,12 @@ namespace h3 {
 #define H3_CLUSTER_X2
 #endif
 
+// The tail split (TailSplit) in the cooperative variants up to 192 columns, promotion mode 4
+// excepted: the others have no registers left for it (ptxas spilled their consumers' loop
+// state).
+template <int kBN, int kPromote, bool kPingPong>
+constexpr bool kTailOk = !kPingPong && kBN <= 192 && kPromote != 4;
+
 // kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
 // One kernel per cluster size (the cluster shape is a compile-time attribute of the kernel).
 #define H3_GEMM_WGMMA_KERNEL(NAME, CLUSTER_ATTR, CLUSTER)                                      \
@@ -21,10 +29,12 @@ namespace h3 {
   __global__ void CLUSTER_ATTR __launch_bounds__(384, 1)                                       \
       NAME(const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,     \
            const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,                  \
-           const float* __restrict__ row_scale, const float* __restrict__ col_scale) {         \
+           const float* __restrict__ row_scale, const float* __restrict__ col_scale,           \
+           float* tail_part, u32* tail_count, int tail_splits) {                               \
     const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};                               \
-    gemm_sm90_body<kFmt, kBN, kPromote, CLUSTER, EpiScaleBf16, kPingPong>(desc_a, desc_b, M, N, \
-                                                                          k_bytes, epi);       \
+    gemm_sm90_body<kFmt, kBN, kPromote, CLUSTER, EpiScaleBf16, kPingPong, NoProducerHooks, 2,  \
+                   false, kTailOk<kBN, kPromote, kPingPong>>(desc_a, desc_b, M, N, k_bytes, epi, {}, 1,\
+                                      {tail_part, tail_count, tail_splits});                   \
   }
 
 H3_GEMM_WGMMA_KERNEL(gemm_wgmma_sm90, , 1)

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -293,6 +294,14 @@ def engine_grid(
 
 #: The most k-ranges one leftover tile is split into by tail_split_grid.
 TAIL_MAX_SPLITS = 4
+#: Split-K of the last partial round (h3/gemm_sm90.cuh TailSplit) in the engine kernels built
+#: with it: the FP8 out_proj's and the MLP's FC2 (gated residual), and gemm_wgmma's cooperative
+#: variants up to 192 columns. The tiles left over for the persistent grid's last round run as
+#: up to 4 k-ranges each on otherwise idle clusters, summed in a fixed order by the last to
+#: finish: bitwise the same run to run, eager or in a CUDA graph. On by default since session 9
+#: (benchmarks/NOTES.md); its counters and partials live in a caller's workspace or in scratch of
+#: the op's own (:mod:`h3cupy.core.workspace`).
+TAIL_SPLIT = True
 
 
 def tail_split_grid(
@@ -311,6 +320,80 @@ def tail_split_grid(
     if s < 2:
         return 1, cluster * min(units, resident), 0
     return s, cluster * min(resident, units - r + r * s), r
+
+
+class TailPlan(NamedTuple):
+    """An engine launch's grid and tail split, and the layout of its uint32 workspace: ``ready``
+    words of the caller's at the front (e.g. the single-launch out_proj's tile counters), the
+    tail split's arrival counters at word ``count``, its fp32 partials at word ``part``; the first
+    ``zero`` words are zeroed before each launch, ``words`` in all (0: no workspace)."""
+
+    splits: int
+    grid: int
+    count: int
+    part: int
+    zero: int
+    words: int
+
+
+def tail_plan(
+    kernel, m, n, tile_n, cluster, smem, device, k_tiles, *, ready: int = 0, split: bool = True
+) -> TailPlan:
+    """The :class:`TailPlan` of an engine kernel built with ``kTail`` (``split``: whether this
+    variant has it), with ``ready`` words ahead of the tail's (256-byte aligned regions)."""
+    grid = engine_grid(kernel, m, n, tile_n, cluster, smem, device)
+    splits, cnt, part = 1, 0, 0
+    if TAIL_SPLIT and split:
+        s, g, left = tail_split_grid(kernel, m, n, tile_n, cluster, smem, device, k_tiles)
+        if s > 1:
+            splits, grid = s, g
+            cnt, part = tail_split_words(s, left, tile_n, cluster)
+    count = -(-ready // 64) * 64 if cnt else ready
+    zero = count + cnt
+    part_at = -(-zero // 64) * 64
+    return TailPlan(splits, grid, count, part_at, zero, part_at + part if part else zero)
+
+
+def tail_args(plan: TailPlan, buf) -> tuple:
+    """The kernels' three tail arguments (partials, counters, splits) for ``plan`` over ``buf``."""
+    if plan.splits < 2:
+        return (ptr(None), ptr(None), i32(1))
+    base = buf.data.ptr
+    return (np.uint64(base + 4 * plan.part), np.uint64(base + 4 * plan.count), i32(plan.splits))
+
+
+def plan_workspace(plan: TailPlan, ft, dev: int, tensors: list, helper: str, flags: int = 0):
+    """The plan's workspace: ``ft`` (a caller's int32 buffer, checked to hold ``plan.words``
+    elements, sized by ``helper``), else the op's scratch for this stream or capture
+    (:func:`h3cupy.core.workspace.scratch_words`); its first ``plan.zero`` words (a caller's
+    buffer: at least ``flags``, the ready flags the ops document as zeroed) are zeroed on the
+    stream (a memset, recorded into a graph when captured). None when the plan needs none."""
+    from ..core import workspace
+    from ..core.interop import current_stream_ptr
+    from ..core.launch import stream
+
+    if not plan.words:
+        if ft is not None and flags:
+            with stream(tensors):
+                ft.raw[:flags].fill(0)
+        return None
+    zero = plan.zero
+    if ft is not None:
+        zero = max(zero, flags)
+        n = ft.shape[0]
+        if n < plan.words:
+            raise ValueError(
+                f"workspace_flags: expected at least {plan.words} int32 elements for this M on "
+                f"this GPU, got {n}; size it with {helper}(M) (ready counters and the tail "
+                f"split's counters and partial sums)"
+            )
+        buf = ft.raw.view(np.uint32)
+    else:
+        buf = workspace.scratch_words(dev, current_stream_ptr(tensors), plan.words)
+    if zero:
+        with stream(tensors):
+            buf[:zero].fill(0)
+    return buf
 
 
 def tail_split_words(splits: int, left: int, tile_n: int, cluster: int) -> tuple[int, int]:
@@ -399,12 +482,17 @@ def gemm_wgmma(
     name = _wgmma_name(fmt, tile_n, promote, cluster, pingpong)
     kernel = jit.get_kernel(GEMM_WGMMA, name, target)
     smem = wgmma_smem_bytes(tile_n)
-    grid = engine_grid(kernel, m, n, tile_n, cluster, smem, at.device)
+    # the last partial round split over k (the variants built with it: h3 kTailOk)
+    has_tail = not pingpong and tile_n <= 192 and promote != 4
+    k_tiles = k * esize // 128
+    plan = tail_plan(kernel, m, n, tile_n, cluster, smem, at.device, k_tiles, split=has_tail)
+    buf = plan_workspace(plan, None, at.device, [at], "")
     launch(
         kernel,
-        grid,
+        plan.grid,
         384,
-        (desc_a, desc_b, desc_c, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs)),
+        (desc_a, desc_b, desc_c, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs))
+        + tail_args(plan, buf),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
         smem=smem,
     )

@@ -20,7 +20,7 @@ three launches. H200-verified; level with the four launches at M = 4824-19296 an
 from __future__ import annotations
 
 from ..core import arch, checks, interop, jit
-from ..core.launch import i32, launch, ptr
+from ..core.launch import i32, launch, ptr, stream
 from . import gemm, out_proj
 from .pre_attention import _out_map
 from .prologue import D, check_prologue_inputs, launch_prologue
@@ -48,7 +48,7 @@ FUSED_QUANT = False
 def minimax_h3_mlp_fc2_flags_sm120(m: int) -> int:
     """Length of the int32 ``workspace_flags`` the MLP op expects for ``m`` tokens on the current
     GPU under the current settings: one ready flag per 128-row tile of y (FC2's single-launch
-    form), then FC2's tail-split counters and partial sums (:data:`h3cupy.ops.out_proj.
+    form), then FC2's tail-split counters and partial sums (:data:`h3cupy.ops.gemm.
     TAIL_SPLIT`; several MB at some M). At least ``ceil(m / 128)``."""
     if int(m) < 1:
         raise ValueError(f"m: expected M >= 1, got {m}")
@@ -151,6 +151,9 @@ def minimax_h3_mlp_fp8_sm120(
     # 1. Prologue with per-token FP8 of a.
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
     if backend == "mma":
+        if ft is not None:  # unused there, zeroed as documented
+            with stream([xt]):
+                ft.raw[: -(-m // 128)].fill(0)
         _mlp_mma(fp8_mma_form, aq, asc, w1, s1, yt, yq, ysc, w2, s2, rt, gt, g_stride, rows, it, ot)
         return interop.export(ot)
     # 2. FC1 with the SwiGLU epilogue -> y.
@@ -190,7 +193,9 @@ def minimax_h3_mlp_fp8_sm120(
             tensors=[yt, yq, ysc],
         )
     plan = out_proj.plan_fp8_gemm_wgmma(m, FFN, FUSED_QUANT, dev)
-    buf = out_proj.gemm_workspace(plan, ft, dev, [xt], "minimax_h3_mlp_fc2_flags_sm120")
+    buf = gemm.plan_workspace(
+        plan.tail, ft, dev, [xt], "minimax_h3_mlp_fc2_flags_sm120", flags=-(-m // 128)
+    )
     src = yt if FUSED_QUANT else None
     out_proj.launch_fp8_gemm_wgmma(
         plan, buf, yq, ysc, w2, s2, rt, gt, g_stride, rows, it, ot, m, FFN, src, [yt]

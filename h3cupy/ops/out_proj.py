@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core import arch, checks, interop, jit
-from ..core.launch import i32, i64, launch, ptr, stream
+from ..core.launch import i32, i64, launch, ptr
 from . import gemm
 
 ATTN, D = 7168, 5376
@@ -29,94 +29,39 @@ ATTN, D = 7168, 5376
 #: by the FP8 out_proj on the wgmma back end (the MLP has its own, ``mlp.FUSED_QUANT``). True since
 #: session 7: 1-2% faster than the two launches at M = 4824-38592 on the H200 (NOTES.md).
 FUSED_QUANT = True
-#: Split-K of the last partial round in the FP8 GEMM with the gated residual (out_proj and the
-#: MLP's FC2; h3/gemm_sm90.cuh TailSplit): the tiles left over for the grid's last round run as up
-#: to 4 k-ranges each on otherwise idle clusters, summed in a fixed order by the last to finish
-#: (bitwise the same run to run, eager or in a CUDA graph). On by default since session 9
-#: (benchmarks/NOTES.md); its counters and partials live in ``workspace_flags`` after the ready
-#: counters (:func:`minimax_h3_fp8_out_proj_flags`), or in the op's own scratch
-#: (:mod:`h3cupy.core.workspace`).
-TAIL_SPLIT = True
 
 
 class GatedGemmPlan(NamedTuple):
-    """How the FP8 GEMM with the gated residual runs on the sm_90a engine for one M and K, and
-    the layout of its int32 workspace: ``ready`` tile counters of the single-launch form at
-    word 0, the tail split's arrival counters at ``tail_count``, its fp32 partials at
-    ``tail_part``; the first ``zero`` words are zeroed before each launch, ``words`` in all
-    (0: no workspace)."""
+    """How the FP8 GEMM with the gated residual runs on the sm_90a engine for one M and K:
+    the kernel, its tile and cluster, and ``tail`` (:class:`h3cupy.ops.gemm.TailPlan`: grid, tail
+    split, and the workspace layout, whose first ``ready`` words are the single-launch form's
+    tile counters)."""
 
     kernel: object
     cluster: int
     tile_n: int
     smem: int
-    grid: int
-    splits: int
     ready: int
-    tail_count: int
-    tail_part: int
-    zero: int
-    words: int
+    tail: gemm.TailPlan
 
 
 def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
     """The :class:`GatedGemmPlan` for ``out[m, 5376]`` over act_q ``[m, k]`` on device ``dev``
-    (``fused``: the single-launch form, which quantizes the activation inside the launch)."""
+    (``fused``: the single-launch form, which quantizes the activation inside the launch). The
+    tail split follows :data:`h3cupy.ops.gemm.TAIL_SPLIT`."""
     cluster = 2 if m > 256 else 1
     tile_n = 192 if cluster == 2 else 128
     name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
     kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
     smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True)
-    grid = gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev)
     ready = -(-m // 128) if fused else 0
-    splits, cnt, part = 1, 0, 0
-    if TAIL_SPLIT:
-        splits, split_grid, left = gemm.tail_split_grid(
-            kernel, m, D, tile_n, cluster, smem, dev, k // 128
-        )
-        if splits > 1:
-            grid = split_grid
-            cnt, part = gemm.tail_split_words(splits, left, tile_n, cluster)
-    tail_count = -(-ready // 64) * 64 if cnt else ready  # 256-byte aligned regions
-    zero = tail_count + cnt
-    tail_part = -(-zero // 64) * 64
-    words = tail_part + part if part else zero
-    return GatedGemmPlan(
-        kernel, cluster, tile_n, smem, grid, splits, ready, tail_count, tail_part, zero, words
-    )
-
-
-def gemm_workspace(plan: GatedGemmPlan, ft, dev: int, tensors: list, helper: str):
-    """The plan's workspace: ``ft`` (the caller's ``workspace_flags``, checked to hold
-    ``plan.words`` int32, from ``helper``), else the op's scratch for this stream or capture
-    (:func:`h3cupy.core.workspace.scratch_words`); its first ``plan.zero`` words are zeroed on
-    the stream (a memset, recorded into a graph when captured). None when the plan needs
-    none."""
-    from ..core import workspace
-    from ..core.interop import current_stream_ptr
-
-    if not plan.words:
-        return None
-    if ft is not None:
-        n = ft.shape[0]
-        if n < plan.words:
-            raise ValueError(
-                f"workspace_flags: expected at least {plan.words} int32 elements for this M on "
-                f"this GPU, got {n}; size it with {helper}(M) (ready counters and the tail "
-                f"split's counters and partial sums)"
-            )
-        buf = ft.raw.view(np.uint32)
-    else:
-        buf = workspace.scratch_words(dev, current_stream_ptr(tensors), plan.words)
-    if plan.zero:
-        with stream(tensors):
-            buf[: plan.zero].fill(0)
-    return buf
+    tail = gemm.tail_plan(kernel, m, D, tile_n, cluster, smem, dev, k // 128, ready=ready)
+    return GatedGemmPlan(kernel, cluster, tile_n, smem, ready, tail)
 
 
 def check_flags(workspace_flags, like) -> object:
     """A caller's ``workspace_flags``: 1-D contiguous int32 on ``like``'s device (its length is
-    checked against the plan by :func:`gemm_workspace`), or None."""
+    checked against the plan by :func:`h3cupy.ops.gemm.plan_workspace`), or None."""
     if workspace_flags is None:
         return None
     ft = interop.as_tensor(workspace_flags, "workspace_flags")
@@ -131,7 +76,7 @@ def minimax_h3_fp8_out_proj_flags(m: int) -> int:
     """Length of the int32 ``workspace_flags`` that :func:`minimax_h3_fp8_out_proj` expects for
     ``m`` tokens on the current GPU under the current settings: the single-launch form's ready
     counter per 128-row tile, then the tail split's counters and partial sums (several MB at
-    some M; see :data:`TAIL_SPLIT`). At least ``ceil(m / 128)``."""
+    some M; see :data:`h3cupy.ops.gemm.TAIL_SPLIT`). At least ``ceil(m / 128)``."""
     m = int(m)
     if m < 1:
         raise ValueError(f"m: expected M >= 1, got {m}")
@@ -145,7 +90,7 @@ def _flags_words(m: int, k: int, fused: bool) -> int:
     n = -(-m // 128)
     if gemm_backend(arch.device_target(dev)) != "wgmma":
         return n
-    return max(n, plan_fp8_gemm_wgmma(m, k, fused, dev).words)
+    return max(n, plan_fp8_gemm_wgmma(m, k, fused, dev).tail.words)
 
 
 OUT_PROJ = jit.ModuleSpec(
@@ -205,27 +150,19 @@ def launch_fp8_gemm_wgmma(
     """The FP8 GEMM with the gated-residual epilogue on the sm_90a engine (out_proj and the MLP's
     FC2): ``out[m, 5376] = bf16(residual + bf16(gate[i] * o))`` over act_q ``[m, k]``, the
     residual tile prefetched by TMA under the mainloop, run as ``plan`` says with workspace
-    ``buf`` (:func:`gemm_workspace`). ``src``: the bf16 activation that the single-launch form
-    quantizes into act_q (None for the two-launch form); ``more``: further tensors whose stream
-    the launch follows."""
+    ``buf`` (:func:`h3cupy.ops.gemm.plan_workspace`). ``src``: the bf16 activation that the
+    single-launch form quantizes into act_q (None for the two-launch form); ``more``: further
+    tensors whose stream the launch follows."""
     if src is not None and k % 256:
         # the single-launch form's row quantizers move 256 values per warp-wide load
         raise ValueError(f"the single-launch FP8 GEMM needs K % 256 == 0; got K = {k}")
     tile_n, cluster = plan.tile_n, plan.cluster
-    tail: tuple = (ptr(None), ptr(None), i32(1))
-    if plan.splits > 1:
-        base = buf.data.ptr
-        tail = (
-            np.uint64(base + 4 * plan.tail_part),
-            np.uint64(base + 4 * plan.tail_count),
-            i32(plan.splits),
-        )
     fused: tuple = ()
     if src is not None:
         fused = (ptr(src), ptr(aq), np.uint64(buf.data.ptr))
     launch(
         plan.kernel,
-        plan.grid,
+        plan.tail.grid,
         384,
         (
             gemm._tensor_map(aq.ptr, "uint8", k, m, k, 128),
@@ -238,7 +175,7 @@ def launch_fp8_gemm_wgmma(
             ptr(asc),
             ptr(ws),
             *gated_args(rt, gt, gstride, rows, it),
-            *tail,
+            *gemm.tail_args(plan.tail, buf),
             *fused,
         ),
         tensors=[*more, aq, asc, wq, ws, gt, it, rt, ot],
@@ -380,7 +317,9 @@ def minimax_h3_fp8_out_proj(
     # The single-launch form's ready counters and the tail split's counters (zeroed here) and
     # partials, in workspace_flags or the op's scratch.
     plan = plan_fp8_gemm_wgmma(m, ATTN, fused, dev)
-    buf = gemm_workspace(plan, ft, dev, [at], "minimax_h3_fp8_out_proj_flags")
+    buf = gemm.plan_workspace(
+        plan.tail, ft, dev, [at], "minimax_h3_fp8_out_proj_flags", flags=-(-m // 128)
+    )
     src = at if fused else None
     launch_fp8_gemm_wgmma(
         plan, buf, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, ATTN, src, [at]

@@ -250,12 +250,15 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   // it (a value held across setmaxnreg went to local memory in the fused out_proj kernel).
   auto first_rows = [&]() { return min(M, order.m_end(clusters) * kCluster * Cfg::kBM); };
   // kTail: units 0..whole-1 are whole tiles; the rest are the last round's tiles in S k-ranges.
-  const int tsplit = kTail ? max(tail.splits, 1) : 1;
-  const int whole = kTail && tsplit > 1 ? order.count() - order.count() % clusters : order.count();
-  // (formed where each role uses it, as first_rows above)
+  // (formed where each role uses them, as first_rows above: the consumers of the 128 x 256
+  // tiles have no register to spare across their mainloop)
+  auto tsplit = [&]() { return kTail ? max(tail.splits, 1) : 1; };
+  auto whole = [&]() {
+    return kTail && tsplit() > 1 ? order.count() - order.count() % clusters : order.count();
+  };
   auto unit_count = [&]() {
     return kSplitK ? order.count() * splits
-           : kTail ? whole + (order.count() - whole) * tsplit
+           : kTail ? whole() + (order.count() - whole()) * tsplit()
                    : order.count();
   };
   // Unit t of the persistent loop (both roles decode it alike): its tile (pair) index in the
@@ -268,10 +271,11 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       tile = t / splits;
       part = t % splits;
       parts = splits;
-    } else if (kTail && t >= whole) {
-      tile = whole + (t - whole) / tsplit;
-      part = (t - whole) % tsplit;
-      parts = tsplit;
+    } else if (kTail && t >= whole()) {
+      const int w = whole(), ts = tsplit();
+      tile = w + (t - w) / ts;
+      part = (t - w) % ts;
+      parts = ts;
     }
     kt0 = part * k_tiles / parts;
     nk = (part + 1) * k_tiles / parts - kt0;
@@ -414,7 +418,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         const int tid = threadIdx.x % 128;
         auto slot = [&](int ss) {
           return tail.part +
-                 (static_cast<i64>(((ti * tsplit + ss) * kCluster + rank) * kWG + (wg - 1)) *
+                 (static_cast<i64>(((ti * tsplit() + ss) * kCluster + rank) * kWG + (wg - 1)) *
                       (Cfg::kAcc / 2) * 128 + tid) * 2;
         };
         float* mine = slot(s);
@@ -425,7 +429,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         u32* cnt = tail.count + (ti * kCluster + rank) * kWG + (wg - 1);
         named_barrier_sync(wg, 128);
         if (leader) {
-          last = atomicAdd(cnt, 1u) == static_cast<u32>(tsplit - 1);
+          last = atomicAdd(cnt, 1u) == static_cast<u32>(tsplit() - 1);
           if (last) *cnt = 0u;  // every arrival is in: ready for the next launch
         }
         if (!named_barrier_or(wg, 128, last)) return false;
@@ -433,13 +437,27 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         // f = ((p_0 + p_1) + p_2) + ..., every partial (this thread's own too) read back from L2:
         // the fixed order makes the bits independent of which unit arrives last, and summing in
         // place needs no second fragment of registers.
-        for (int ss = 0; ss < tsplit; ++ss) {
+        // The loads go in chunks where a whole fragment's worth in flight would not fit beside
+        // f in the consumers' registers (kAcc >= 112; ptxas spilled otherwise): an empty asm
+        // that reads and writes the chunk's f pins its adds before the next chunk's loads
+        // (volatile asms keep their order).
+        constexpr int kPairs = Cfg::kAcc / 2;
+        constexpr int kChunk = 2 * Cfg::kAcc + 32 <= kConsumerRegs ? kPairs : kPairs / 2;
+        for (int ss = 0; ss < tsplit(); ++ss) {
           const float* p = slot(ss);
 #pragma unroll
-          for (int i = 0; i < Cfg::kAcc / 2; ++i) {
-            const float2 v = ld_cg_f2(p + 256 * i);
-            f[2 * i] = ss == 0 ? v.x : f[2 * i] + v.x;
-            f[2 * i + 1] = ss == 0 ? v.y : f[2 * i + 1] + v.y;
+          for (int c = 0; c < kPairs; c += kChunk) {
+#pragma unroll
+            for (int i = c; i < c + kChunk; ++i) {
+              const float2 v = ld_cg_f2(p + 256 * i);
+              f[2 * i] = ss == 0 ? v.x : f[2 * i] + v.x;
+              f[2 * i + 1] = ss == 0 ? v.y : f[2 * i + 1] + v.y;
+            }
+            if constexpr (kChunk < kPairs) {
+#pragma unroll
+              for (int i = c; i < c + kChunk; ++i)
+                asm volatile("" : "+f"(f[2 * i]), "+f"(f[2 * i + 1]));
+            }
           }
         }
         return true;
@@ -572,7 +590,15 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         it += k_tiles;
         if constexpr (kPf) mbar_wait(&pf[wg - 1], tiles & 1);
         if constexpr (kTail) {
-          if (t >= whole && !tail_sum(acc, tile - whole, part)) continue;  // not its tile's last
+          // The unit is decoded again from an opaque copy of t, so that nothing of the first
+          // decode stays live across the mainloop.
+          int tt = t;
+          asm volatile("" : "+r"(tt));
+          if (tt >= whole()) {
+            int ti, k0, n0, pp;
+            unit(tt, ti, k0, n0, pp);
+            if (!tail_sum(acc, ti - whole(), pp)) continue;  // not its tile's last arrival
+          }
         }
         if constexpr (kSplitK) {
           epi(acc, row0, nt * kBN, my_staging, wg, part);
