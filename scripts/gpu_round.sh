@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -176,6 +176,22 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s9-final)  # session 9, last call: the MLP's flag tests on the final tree (both back ends, graphs),
+             # the out_proj capture test, then the FP8 out_proj / MLP against torch.compile and the
+             # FP8 engine at the O / FC2 shapes with and without the tail split (clock logged)
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "errors"
+    [ "$status" = 0 ] || exit 1
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py tests/test_out_proj_gpu.py -k \
+      "test_mlp_fp8_graph or test_mlp_fp8[4824] or fused_y_quantization[129] or capture_own_scratch"
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+      --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
+    smi=$!
+    run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
+      --json "$OUT/bench_ops.json"
+    run 100 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes o fc2 --m 4824 9648 \
+      --backend wgmma wgmma_notail --reps 10 --json "$OUT/bench_gemm_fp8.json"
+    kill $smi
     ;;
   s9-tail)  # session 9: the tail split in the plain engine's FP8 / n128 variants (gemm.TAIL_SPLIT)
             # and the engine's re-decoded tail units: its GEMM tests first, then the out_proj /
