@@ -87,8 +87,19 @@ def run_one(p: int, rng, compiled, reps: int, t: int = T, breakdown: bool = Fals
             x, w, scale, shift, idx, qkv_w, qn, kn, cs, ulysses_degree=p, out=out, workspace=ws
         )
 
+    def h3_no_tail():
+        """h3 with the engine's tail split off (gemm.TAIL_SPLIT), for the A/B in one run."""
+        from h3cupy.ops import gemm
+
+        old, gemm.TAIL_SPLIT = gemm.TAIL_SPLIT, False
+        try:
+            h3()
+        finally:
+            gemm.TAIL_SPLIT = old
+
     fns = {
         "h3": lambda i: h3(),
+        "h3_no_tail": lambda i: h3_no_tail(),
         "eager": lambda i: torch_chain(*chain_args),
         "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
     }
@@ -141,6 +152,7 @@ def main() -> None:
             f"{row['speedup_vs_eager']:>10.2f}{row.get('speedup_vs_compiled', nan):>12.2f}"
             f"{row['speedup_vs_gemm']:>9.2f}"
         )
+        print(f"   without the tail split {row['h3_no_tail_ms']:.3f} ms")
         for k, v in row.get("kernels_ms", {}).items():
             print(f"   {k:<40}{v:>9.3f} ms")
         torch.cuda.empty_cache()

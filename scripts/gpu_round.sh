@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -176,6 +176,25 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s9-pre)  # session 9: the tail split in the bf16 n224 / n256 engine tiles (the __syncwarp-chunked
+           # partial sums) and in the BF16 / two-warpgroup FP8 pre-attention kernels: smoke tests,
+           # their tests, then the BF16 pre-attention (with and without the split, vs compile),
+           # the bf16 engine at M = 4824 / 9648 and the FP8 pre-attention's two tiles
+    run 90 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "bf16-n256 or bf16-n224 or (tail_split and 7168-True)"
+    [ "$status" = 0 ] || exit 1
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+      "test_bf16_pre_attention[129] or test_bf16_pre_attention[4824] or no_tail or test_bf16_pre_attention_graph or (test_fp8_pre_attention and (4824 or 129-bf16 or 1-bf16)) or (tile_m128 and 4097) or (test_fp8_pre_attention_graph and wgmma)"
+    [ "$status" = 0 ] || exit 1
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+      --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
+    smi=$!
+    run 150 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json"
+    run 90 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt bf16 --shapes qkv o fc2 --m 4824 9648 \
+      --backend wgmma wgmma_notail --reps 10 --json "$OUT/bench_gemm_bf16.json"
+    run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --m 4824 9648 \
+      --other-tile --json "$OUT/bench_ops_pre.json"
+    kill $smi
     ;;
   s9-final)  # session 9, last call: the MLP's flag tests on the final tree (both back ends, graphs),
              # the out_proj capture test, then the FP8 out_proj / MLP against torch.compile and the

@@ -54,6 +54,21 @@ def test_bf16_pre_attention_mma_backend(m, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
+# NOTE: the tests above run the tail split (gemm.TAIL_SPLIT, on by default): at M = 4824 the
+# 128 x 256 tile pairs leave 12 of 1596 for the last round of 66 clusters (4 k-ranges each), at
+# M <= 256 the single-CTA 128 x 128 tiles run 168 = 132 + 36 (3 k-ranges each).
+@pytest.mark.parametrize("m", (129, 4824))
+def test_bf16_pre_attention_no_tail_split(m, rng, monkeypatch):
+    """The same checks with the tail split off."""
+    from h3cupy.ops import gemm
+
+    _need_sm90()
+    monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
+    results = check_pre_attention_bf16(m, (1, 8), rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize("index_dtype", (np.int32, np.int64))
 @pytest.mark.parametrize("m", (129, 4097))
 def test_bf16_pre_attention_positions(m, index_dtype, rng):
@@ -171,6 +186,20 @@ def test_fp8_pre_attention_tile_m128(m, out_mode, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "FP8_TILE_M", 128)
     results = check_pre_attention_fp8(m, out_mode, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("m", (129, 4097))
+def test_fp8_pre_attention_no_tail_split(m, rng, monkeypatch):
+    """The FP8 op's two-warpgroup kernels (single CTAs at M = 129, 128 x 128 pairs at 4097,
+    where the tests above split 36 / 18 leftover tiles into 3 k-ranges) with the split off."""
+    from h3cupy.ops import gemm, pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "FP8_TILE_M", 128)
+    monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
+    results = check_pre_attention_fp8(m, "bf16", rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
 

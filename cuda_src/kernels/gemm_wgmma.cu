@@ -20,7 +20,7 @@ namespace h3 {
 // excepted: the others have no registers left for it (ptxas spilled their consumers' loop
 // state).
 template <int kBN, int kPromote, bool kPingPong>
-constexpr bool kTailOk = !kPingPong && kBN <= 192 && kPromote != 4;
+constexpr bool kTailOk = !kPingPong && kPromote != 4;
 
 // kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
 // One kernel per cluster size (the cluster shape is a compile-time attribute of the kernel).

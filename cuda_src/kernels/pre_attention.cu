@@ -96,18 +96,20 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_bf16_mma_smxx(
       const __grid_constant__ TmaDesc desc_out, int M, int k_bytes,                         \
       const bf16_t *__restrict__ q_w, const bf16_t *__restrict__ k_w,                       \
       const bf16_t *__restrict__ cs, int cs_rows, const void *__restrict__ pos, int pos_is_64, \
-      float qk_eps, int hp
+      float qk_eps, int hp, float *tail_part, u32 *tail_count, int tail_splits
 
 // Large M: clusters of two CTAs (B multicast), 128 x 256 tiles = two heads.
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_bf16_x2_sm90(H3_PA_PARAMS) {
   const EpiPreAttnBf16 epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};
-  gemm_sm90_body<0, 256, 0, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+  gemm_sm90_body<0, 256, 0, 2, EpiPreAttnBf16, false, NoProducerHooks, 2, false, true>(
+      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});
 }
 
 // M <= 256: single CTAs, 128 x 128 tiles = one head.
 __global__ void __launch_bounds__(384, 1) pre_attention_bf16_sm90(H3_PA_PARAMS) {
   const EpiPreAttnBf16 epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};
-  gemm_sm90_body<0, 128, 0, 1>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+  gemm_sm90_body<0, 128, 0, 1, EpiPreAttnBf16, false, NoProducerHooks, 2, false, true>(
+      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});
 }
 
 #undef H3_PA_PARAMS

@@ -30,7 +30,8 @@ namespace h3 {
       const bf16_t *__restrict__ q_w, const bf16_t *__restrict__ k_w,                         \
       const bf16_t *__restrict__ cs, int cs_rows, const float *__restrict__ act_scale,        \
       const float *__restrict__ w_scale, u8 *sf_q, u8 *sf_k, u8 *sf_v, const float *sp_q,     \
-      const float *sp_k, const float *sp_v, float sh_q, float sh_k, float sh_v, float qk_eps
+      const float *sp_k, const float *sp_v, float sh_q, float sh_k, float sh_v, float qk_eps,   \
+      float *tail_part, u32 *tail_count, int tail_splits
 
 #define H3_PA8_EPI                                                                        \
   const EpiPreAttnQkv<kOut, WgYRowCol> epi {                                              \
@@ -42,7 +43,9 @@ namespace h3 {
 template <int kOut>
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_fp8_x2_sm90(H3_PA8_PARAMS) {
   H3_PA8_EPI;
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 2>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 2, EpiPreAttnQkv<kOut, WgYRowCol>, false,
+                 NoProducerHooks, 2, false, true>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi,
+                                                  {}, 1, {tail_part, tail_count, tail_splits});
 }
 
 // M > 256, 192 x 128 tiles: three consumer warpgroups, one head each for 64 rows, in clusters
@@ -52,6 +55,8 @@ template <int kOut>
 __global__ void H3_CLUSTER_X2 __launch_bounds__(512, 1) pre_attention_fp8_m192_x2_sm90(H3_PA8_PARAMS) {
   using Epi = EpiPreAttnQkv<kOut, WgYRowCol>;
   H3_PA8_EPI;
+  // (no tail split: at 152 consumer registers ptxas spilled a word of its loop state with it;
+  // the three tail arguments are unused)
   gemm_sm90_body<1, 128, kOpsFp8Promote, 2, Epi, false, NoProducerHooks, 3>(
       desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
 }
@@ -59,7 +64,9 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(512, 1) pre_attention_fp8_m192_x
 template <int kOut>
 __global__ void __launch_bounds__(384, 1) pre_attention_fp8_sm90(H3_PA8_PARAMS) {
   H3_PA8_EPI;
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 1>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 1, EpiPreAttnQkv<kOut, WgYRowCol>, false,
+                 NoProducerHooks, 2, false, true>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi,
+                                                  {}, 1, {tail_part, tail_count, tail_splits});
 }
 
 #undef H3_PA8_EPI

@@ -305,16 +305,24 @@ TAIL_SPLIT = True
 
 
 def tail_split_grid(
-    kernel, m: int, n: int, tile_n: int, cluster: int, smem: int, device: int, k_tiles: int
+    kernel,
+    m: int,
+    n: int,
+    tile_n: int,
+    cluster: int,
+    smem: int,
+    device: int,
+    k_tiles: int,
+    wg: int = 2,
 ) -> tuple[int, int, int]:
     """``(splits, grid, left)`` for an engine kernel built with ``kTail`` (h3/gemm_sm90.cuh
     TailSplit): the R = ``left`` tiles (pairs) left over for the persistent grid's last round
     (all of them when there are fewer tiles than resident clusters) run as S = min(4,
     clusters / R, k_tiles / 4) units over consecutive k-ranges, and the grid grows to hold them.
-    ``(1, engine_grid(...), 0)`` when there is no partial round or no room to split.
-    Two-consumer-warpgroup kernels."""
-    units = _engine_units(m, n, tile_n, cluster, 2)
-    resident = _engine_resident(kernel, cluster, smem, device, 2)
+    ``(1, engine_grid(...), 0)`` when there is no partial round or no room to split. ``wg``:
+    consumer warpgroups (tiles of 64 * wg rows)."""
+    units = _engine_units(m, n, tile_n, cluster, wg)
+    resident = _engine_resident(kernel, cluster, smem, device, wg)
     r = units % resident if units >= resident else units
     s = min(TAIL_MAX_SPLITS, resident // r, k_tiles // 4) if r else 1
     if s < 2:
@@ -337,17 +345,29 @@ class TailPlan(NamedTuple):
 
 
 def tail_plan(
-    kernel, m, n, tile_n, cluster, smem, device, k_tiles, *, ready: int = 0, split: bool = True
+    kernel,
+    m,
+    n,
+    tile_n,
+    cluster,
+    smem,
+    device,
+    k_tiles,
+    *,
+    ready: int = 0,
+    split: bool = True,
+    wg: int = 2,
 ) -> TailPlan:
-    """The :class:`TailPlan` of an engine kernel built with ``kTail`` (``split``: whether this
-    variant has it), with ``ready`` words ahead of the tail's (256-byte aligned regions)."""
-    grid = engine_grid(kernel, m, n, tile_n, cluster, smem, device)
+    """The :class:`TailPlan` of an engine kernel (``split``: whether this variant is built with
+    ``kTail``; ``wg`` consumer warpgroups), with ``ready`` words ahead of the tail's (256-byte
+    aligned regions)."""
+    grid = engine_grid(kernel, m, n, tile_n, cluster, smem, device, wg)
     splits, cnt, part = 1, 0, 0
     if TAIL_SPLIT and split:
-        s, g, left = tail_split_grid(kernel, m, n, tile_n, cluster, smem, device, k_tiles)
+        s, g, left = tail_split_grid(kernel, m, n, tile_n, cluster, smem, device, k_tiles, wg)
         if s > 1:
             splits, grid = s, g
-            cnt, part = tail_split_words(s, left, tile_n, cluster)
+            cnt, part = tail_split_words(s, left, tile_n, cluster, wg)
     count = -(-ready // 64) * 64 if cnt else ready
     zero = count + cnt
     part_at = -(-zero // 64) * 64
@@ -396,13 +416,15 @@ def plan_workspace(plan: TailPlan, ft, dev: int, tensors: list, helper: str, fla
     return buf
 
 
-def tail_split_words(splits: int, left: int, tile_n: int, cluster: int) -> tuple[int, int]:
+def tail_split_words(
+    splits: int, left: int, tile_n: int, cluster: int, wg: int = 2
+) -> tuple[int, int]:
     """``(counter words, partial words)`` of a TailSplit workspace: one arrival counter per
     consumer warpgroup of each leftover tile's CTAs, and one 64 x tile_n fp32 fragment per
     consumer warpgroup of every split unit (h3/gemm_sm90.cuh TailSplit)."""
     if splits < 2:
         return 0, 0
-    return left * cluster * 2, left * splits * cluster * 2 * 64 * tile_n
+    return left * cluster * wg, left * splits * cluster * wg * 64 * tile_n
 
 
 @functools.lru_cache(maxsize=256)

@@ -200,9 +200,13 @@ def minimax_h3_bf16_pre_attention(
     desc_b = gemm._tensor_map(qkv.ptr, "bfloat16", D, QKV_ROWS, D * 2, tile_n // cluster)
     desc_out = _pack_map(ot.ptr, m, p, hp)
     smem = gemm.wgmma_smem_bytes(tile_n)
+    # the last partial round split over k (gemm.TAIL_SPLIT), its counters and partials in
+    # scratch of the op's own (per stream; per capture inside a CUDA graph)
+    plan = gemm.tail_plan(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev, D * 2 // 128)
+    buf = gemm.plan_workspace(plan, None, dev, [xt], "")
     launch(
         kernel,
-        gemm.engine_grid(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev),
+        plan.grid,
         384,
         (
             desc_a,
@@ -218,6 +222,7 @@ def minimax_h3_bf16_pre_attention(
             i32(1 if pt is not None and pt.fmt == "int64" else 0),
             f32(qk_eps),
             i32(hp),
+            *gemm.tail_args(plan, buf),
         ),
         tensors=[t for t in (xt, at, qkv, qn, kn, cs, pt, ot) if t is not None],
         smem=smem,
@@ -462,9 +467,14 @@ def minimax_h3_fp8_pre_attention(
     desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 128 // cluster)
     descs = _qkv_out_maps(outs, out_mode, m)
     smem = gemm.wgmma_smem_bytes(128, wg=wg)
+    # the tail split (gemm.TAIL_SPLIT) in the two-warpgroup kernels (the 192-row one has none)
+    plan = gemm.tail_plan(
+        kernel, m, QKV_ROWS, 128, cluster, smem, dev, D // 128, split=wg == 2, wg=wg
+    )
+    buf = gemm.plan_workspace(plan, None, dev, [xt], "")
     launch(
         kernel,
-        gemm.engine_grid(kernel, m, QKV_ROWS, 128, cluster, smem, dev, wg=wg),
+        plan.grid,
         128 * (wg + 1),
         (
             desc_a,
@@ -480,6 +490,7 @@ def minimax_h3_fp8_pre_attention(
             ptr(ws),
             *_mode_args(sfs, scal),
             f32(eps),
+            *gemm.tail_args(plan, buf),
         ),
         tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs] + _mode_tensors(sfs, scal),
         smem=smem,

@@ -438,9 +438,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         // the fixed order makes the bits independent of which unit arrives last, and summing in
         // place needs no second fragment of registers.
         // The loads go in chunks where a whole fragment's worth in flight would not fit beside
-        // f in the consumers' registers (kAcc >= 112; ptxas spilled otherwise): an empty asm
-        // that reads and writes the chunk's f pins its adds before the next chunk's loads
-        // (volatile asms keep their order).
+        // f in the consumers' registers (kAcc >= 112: ptxas hoisted every load and spilled the
+        // loop state of the mainloop instead): a __syncwarp between chunks keeps ptxas from
+        // moving the next chunk's loads above it.
         constexpr int kPairs = Cfg::kAcc / 2;
         constexpr int kChunk = 2 * Cfg::kAcc + 32 <= kConsumerRegs ? kPairs : kPairs / 2;
         for (int ss = 0; ss < tsplit(); ++ss) {
@@ -453,11 +453,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
               f[2 * i] = ss == 0 ? v.x : f[2 * i] + v.x;
               f[2 * i + 1] = ss == 0 ? v.y : f[2 * i + 1] + v.y;
             }
-            if constexpr (kChunk < kPairs) {
-#pragma unroll
-              for (int i = c; i < c + kChunk; ++i)
-                asm volatile("" : "+f"(f[2 * i]), "+f"(f[2 * i + 1]));
-            }
+            if constexpr (kChunk < kPairs) __syncwarp();
           }
         }
         return true;
