@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -176,6 +176,16 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s9-review)  # session 9, last call: the tests of the changed kernels that the earlier calls did not
+              # run on the final tree (the tail split on by default everywhere it is built)
+    run 110 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k \
+      "(test_fp8_out_proj and int32 and not 4824) or two_launch or aliasing"
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "wgmma and not tail_split"
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
+      "(test_mlp_fp8 and not 4824 and not mma and not graph and not largest and not silu) or no_tail"
+    run 130 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+      "test_bf16_pre_attention[1] or test_bf16_pre_attention[127] or test_bf16_pre_attention[128] or test_bf16_pre_attention[257] or test_bf16_pre_attention[4097] or test_bf16_pre_attention[38592] or positions or test_fp8_pre_attention[257-bf16]"
     ;;
   s9-pre)  # session 9: the tail split in the bf16 n224 / n256 engine tiles (the __syncwarp-chunked
            # partial sums) and in the BF16 / two-warpgroup FP8 pre-attention kernels: smoke tests,
