@@ -181,8 +181,8 @@ case "$MODE" in
               # run on the final tree (the tail split on by default everywhere it is built)
     run 110 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k \
       "(test_fp8_out_proj and int32 and not 4824) or two_launch or aliasing"
-    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "wgmma and not tail_split"
-    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
+    run 100 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "wgmma and not tail_split"
+    run 140 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
       "(test_mlp_fp8 and not 4824 and not mma and not graph and not largest and not silu) or no_tail"
     run 130 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
       "test_bf16_pre_attention[1] or test_bf16_pre_attention[127] or test_bf16_pre_attention[128] or test_bf16_pre_attention[257] or test_bf16_pre_attention[4097] or test_bf16_pre_attention[38592] or positions or test_fp8_pre_attention[257-bf16]"
@@ -246,7 +246,7 @@ case "$MODE" in
     [ "$status" = 0 ] || exit 1
     run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py -k \
       "fp8 and not mma and not capture and (tail or graph or errors or aliasing or 4824- or 38592 or 1-int)"
-    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
+    run 140 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
       "errors or no_tail or (graph and not mma) or test_mlp_fp8[4824] or fused_y_quantization[4824]"
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
       --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
