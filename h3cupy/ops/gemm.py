@@ -475,6 +475,9 @@ def gemm_wgmma(
             scales: :func:`gemm_wgmma_small_m`), ``[S * M * N]`` with S =
             ``small_m_splits(M, N, K, SMs)``; without it that path allocates one per call when it
             splits K. Ignored otherwise.
+
+    The cooperative variants split the last partial round's tiles over k (:data:`TAIL_SPLIT`),
+    with counters and partials in scratch kept per stream (per capture inside a CUDA graph).
     """
     at, bt, rs, cs, ot, m, n, k, esize = _gemm_operands(
         a, b, fmt, row_scale, col_scale, out, WGMMA_FORMATS, 128, n_align=8

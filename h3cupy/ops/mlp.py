@@ -105,7 +105,8 @@ def minimax_h3_mlp_fp8_sm120(
     Runs on sm_90a (the wgmma engine; H200-verified) and sm_120a (the TMA-fed mma.sync back end:
     prologue, FC1 + SwiGLU, the y quantization launch, FC2 + gated residual; compile- and
     SASS-checked, run on the H200 with ``h3cupy.ops.out_proj.BACKEND = "mma"``). No host sync; no
-    allocation when ``out`` and every workspace are given.
+    allocation when ``out`` and every workspace are given (without ``workspace_flags``, FC2's
+    tail split uses scratch of the op's own: per stream, per CUDA-graph capture).
     """
     from ..weights import _kernel as quant_kernel
 

@@ -276,7 +276,7 @@ def minimax_h3_fp8_out_proj(
     Runs on sm_90a (the wgmma engine, fp32 promotion; H200-verified) and sm_120a (the TMA-fed
     mma.sync back end, two launches, e4m3 form per :data:`FP8_MMA_FORM`; compile- and
     SASS-checked, run on the H200 with :data:`BACKEND` = ``"mma"``). No host sync; no allocation
-    when ``out`` and the workspaces are given.
+    when ``out`` and the workspaces (``workspace_flags`` included) are given.
     """
     from ..weights import _kernel as quant_kernel
 

@@ -9,9 +9,11 @@ Ulysses pack, in two launches.
    ``(rope_cos_sin, rope_positions)`` pair, V pass-through, and stores the destination-major pack
    ``out[h // hp, m, h % hp, kind, d]`` with TMA.
 
-No host sync and no allocation when ``workspace`` is given; identity positions
-(``rope_positions=None``) are formed on the device (``p = m``), so there is no per-M arange to
-cache and the op is CUDA-graph safe from the first call.
+No host sync and no per-call allocation when ``workspace`` is given (the engine's tail split,
+:data:`h3cupy.ops.gemm.TAIL_SPLIT`, keeps its few-MB scratch per stream, made on a stream's first
+call and grown for a larger M, and per capture inside a CUDA graph: :mod:`h3cupy.core.workspace`);
+identity positions (``rope_positions=None``) are formed on the device (``p = m``), so there is no
+per-M arange to cache and the op is CUDA-graph safe from the first call.
 """
 
 from __future__ import annotations
@@ -394,7 +396,7 @@ def minimax_h3_fp8_pre_attention(
     Runs on sm_90a (the wgmma engine with fp32 promotion; H200-verified) and sm_120a (the TMA-fed
     mma.sync back end, e4m3 form per :data:`FP8_MMA_FORM`; compile- and SASS-checked, and on
     the H200 when :data:`BACKEND` is ``"mma"``). No host sync; with every output and workspace
-    supplied, no allocation.
+    supplied, no per-call allocation (the tail split's scratch: see the module docstring).
     """
 
     eps = checks.check_positive_finite(eps, "eps")
