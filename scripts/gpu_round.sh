@@ -36,6 +36,12 @@ run() {  # run SECONDS LOGFILE CMD...: a stage with a timeout, appending to LOGF
   timeout "$secs" "$@" 2>&1 | tee -a "$log" || { echo "== FAILED or TIMED OUT ($secs s): $*" | tee -a "$log"; status=1; }
 }
 PYTEST=(python3 -m pytest -q -rs -p no:cacheprovider)
+smi_start() {  # SM clock, power, temperature and throttle reasons every 250 ms to $OUT/smi.csv
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
+  smi=$!
+}
+smi_stop() { kill "$smi"; }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
   promo)  # the FP8 promotion family (modes 1, 3, 4, none) at n192 and the bf16 n224 / n256
@@ -196,15 +202,13 @@ case "$MODE" in
     run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
       "test_bf16_pre_attention[129] or test_bf16_pre_attention[4824] or no_tail or test_bf16_pre_attention_graph or (test_fp8_pre_attention and (4824 or 129-bf16 or 1-bf16)) or (tile_m128 and 4097) or (test_fp8_pre_attention_graph and wgmma)"
     [ "$status" = 0 ] || exit 1
-    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-      --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
-    smi=$!
+    smi_start
     run 150 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json"
     run 90 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt bf16 --shapes qkv o fc2 --m 4824 9648 \
       --backend wgmma wgmma_notail --reps 10 --json "$OUT/bench_gemm_bf16.json"
     run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --m 4824 9648 \
       --other-tile --json "$OUT/bench_ops_pre.json"
-    kill $smi
+    smi_stop
     ;;
   s9-final)  # session 9, last call: the MLP's flag tests on the final tree (both back ends, graphs),
              # the out_proj capture test, then the FP8 out_proj / MLP against torch.compile and the
@@ -213,14 +217,12 @@ case "$MODE" in
     [ "$status" = 0 ] || exit 1
     run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py tests/test_out_proj_gpu.py -k \
       "test_mlp_fp8_graph or test_mlp_fp8[4824] or fused_y_quantization[129] or capture_own_scratch"
-    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-      --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
-    smi=$!
+    smi_start
     run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
       --json "$OUT/bench_ops.json"
     run 100 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes o fc2 --m 4824 9648 \
       --backend wgmma wgmma_notail --reps 10 --json "$OUT/bench_gemm_fp8.json"
-    kill $smi
+    smi_stop
     ;;
   s9-tail)  # session 9: the tail split in the plain engine's FP8 / n128 variants (gemm.TAIL_SPLIT)
             # and the engine's re-decoded tail units: its GEMM tests first, then the out_proj /
@@ -231,12 +233,10 @@ case "$MODE" in
     run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k "wgmma_variants or deterministic"
     run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "capture_own_scratch or (tail_split and 4824) or graph"
     run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "errors or (graph and not mma) or test_mlp_fp8[4824]"
-    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-      --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
-    smi=$!
+    smi_start
     run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes o fc2 qkv fc1 \
       --m 4824 9648 19296 38592 --backend wgmma wgmma_notail --reps 10 --json "$OUT/bench_gemm_fp8.json"
-    kill $smi
+    smi_stop
     ;;
   s9-ws)  # session 9: the tail split on by default, its workspace in workspace_flags or the op's
           # scratch (per stream eager, per capture in graphs): the capture test first, then the
@@ -248,12 +248,10 @@ case "$MODE" in
       "fp8 and not mma and not capture and (tail or graph or errors or aliasing or 4824- or 38592 or 1-int)"
     run 140 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
       "errors or no_tail or (graph and not mma) or test_mlp_fp8[4824] or fused_y_quantization[4824]"
-    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-      --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
-    smi=$!
+    smi_start
     run 280 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
       --json "$OUT/bench_ops.json"
-    kill $smi
+    smi_stop
     ;;
   s8-review)  # session 8, after review: the FP8 out_proj and the MLP on the final tree (every wgmma
               # test: the default, two-launch and tail-split forms, graphs, the capture guard),
@@ -271,28 +269,24 @@ case "$MODE" in
     ;;
   s8-final)  # session 8, last call: the silu probe over every bf16 g, then the FP8 out_proj and
              # the MLP against their torch.compile chains at every centre (clock / power logged)
-    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-      --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
-    smi=$!
+    smi_start
     run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_mlp_gpu.py -k "swiglu_silu"
     run 400 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
       --json "$OUT/bench_ops.json"
-    kill $smi
+    smi_stop
     ;;
   s8-tail)  # session 8: FC1's silu from the approximate exp2 / reciprocal (both back ends) and the
             # FP8 out_proj / FC2 tail split (out_proj.TAIL_SPLIT, opt-in): a smoke test, their
             # tests, then the out_proj and MLP benchmarks (with and without the split in one run),
             # with the SM clock, power and throttle reasons logged every 250 ms to smi.csv
-    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-      --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
-    smi=$!
+    smi_start
     run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py -k "tail_split and 4824 and True"
-    [ "$status" = 0 ] || { kill $smi; exit 1; }
+    [ "$status" = 0 ] || { smi_stop; exit 1; }
     run 240 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py tests/test_mlp_gpu.py -k \
       "(tail_split and not (4824 and True)) or (test_mlp_fp8 and 4824) or (test_mlp_fp8_mma_backend and 129) or (test_mlp_fp8_graph and fused)"
     run 280 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
       --no-compile --json "$OUT/bench_ops.json"
-    kill $smi
+    smi_stop
     ;;
   s8-gated)  # next session: the bf16x2 epilogue experiments of branch next/gated-bf16x2 (the
               # gated residual, FC1's SwiGLU roundings) in .abtree/ (mkdir .abtree && git archive

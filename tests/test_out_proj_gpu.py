@@ -59,6 +59,28 @@ def _error_path_inputs(m: int):
     )
 
 
+def _device_args(m: int, rng):
+    """attn_out, o_weight_q, o_weight_scale, gate, gate_index, residual on the device: fresh
+    random inputs in the model's ranges (reference/inputs.py), the weight quantized per channel."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.reference import inputs as ref_inputs
+    from h3cupy.testing import upload
+
+    host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
+    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
+    dev = {k: upload(host[k]) for k in ("attn_out", "gate", "gate_index", "residual")}
+    return (
+        dev["attn_out"],
+        cupy.asarray(wq),
+        cupy.asarray(wsc),
+        dev["gate"],
+        dev["gate_index"],
+        dev["residual"],
+    )
+
+
 def test_fp8_out_proj_errors(rng):
     from h3cupy.ops.out_proj import minimax_h3_fp8_out_proj as op
 
@@ -116,23 +138,12 @@ def test_fp8_out_proj_tail_split_deterministic(rng, monkeypatch):
 
     from h3cupy import formats
     from h3cupy.ops import gemm, out_proj
-    from h3cupy.reference import inputs as ref_inputs
-    from h3cupy.testing import poison, upload
+    from h3cupy.testing import poison
 
     _need_sm90()
     monkeypatch.setattr(gemm, "TAIL_SPLIT", True)
     m = 4824
-    host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
-    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
-    dev = {k: upload(host[k]) for k in ("attn_out", "gate", "gate_index", "residual")}
-    args = (
-        dev["attn_out"],
-        cupy.asarray(wq),
-        cupy.asarray(wsc),
-        dev["gate"],
-        dev["gate_index"],
-        dev["residual"],
-    )
+    args = _device_args(m, rng)
     outs = []
     for _ in range(3):
         out = cupy.empty((m, 5376), formats.BF16)
@@ -154,23 +165,12 @@ def test_fp8_out_proj_capture_own_scratch(fused, rng, monkeypatch):
     from h3cupy import formats
     from h3cupy.core import workspace
     from h3cupy.ops import out_proj
-    from h3cupy.reference import inputs as ref_inputs
-    from h3cupy.testing import poison, upload
+    from h3cupy.testing import poison
 
     _need_sm90()
     monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
     m = 4824
-    host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
-    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
-    dev = {k: upload(host[k]) for k in ("attn_out", "gate", "gate_index", "residual")}
-    args = (
-        dev["attn_out"],
-        cupy.asarray(wq),
-        cupy.asarray(wsc),
-        dev["gate"],
-        dev["gate_index"],
-        dev["residual"],
-    )
+    args = _device_args(m, rng)
     outs = [cupy.empty((m, 5376), formats.BF16) for _ in range(3)]
     aqs = [cupy.empty((m, 7168), np.uint8) for _ in range(3)]
     scs = [cupy.empty((m,), np.float32) for _ in range(3)]
