@@ -100,3 +100,46 @@ def test_tail_split_grid(monkeypatch):
         assert (cnt, part) == (
             (0, 0) if s == 1 else (r * cluster * 2, r * s * cluster * 128 * tile_n)
         )
+
+
+def test_tail_plan_layout(monkeypatch):
+    """The tail split's workspace layout (gemm.tail_plan) at the FP8 out_proj's shape, residency
+    fixed at the H200's: the caller's ready words first, the arrival counters and the partials in
+    256-byte aligned regions after them, nothing overlapping; the counter words (and the ready
+    words) are the ones zeroed; without a split only the ready words remain. Worked by hand: at
+    M = 4824 the 4 leftover tile pairs x 4 k-ranges x 2 CTAs x 2 warpgroups each hold a 64 x 192
+    fp32 fragment, and 4 x 2 x 2 counters."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from h3cupy.ops import gemm
+
+    monkeypatch.setattr(gemm, "_engine_resident", lambda k, cluster, smem, dev, wg: 132 // cluster)
+    monkeypatch.setattr(gemm, "TAIL_SPLIT", True)
+    frag = 64 * 192
+    for ready in (0, 38):
+        p = gemm.tail_plan(None, 4824, 5376, 192, 2, 0, 0, 56, ready=ready)
+        assert (p.splits, p.grid) == (4, 132)
+        assert p.count == (64 if ready else 0) and p.zero == p.count + 16
+        assert p.part == -(-p.zero // 64) * 64 and p.words == p.part + 4 * 4 * 2 * 2 * frag
+        assert p.count >= ready and p.part >= p.zero
+        buf = SimpleNamespace(data=SimpleNamespace(ptr=1 << 20))
+        part, count, splits = gemm.tail_args(p, buf)
+        assert (int(part), int(count), int(splits)) == (
+            (1 << 20) + 4 * p.part,
+            (1 << 20) + 4 * p.count,
+            4,
+        )
+        assert isinstance(part, np.uint64)
+    # no split: the variant has none, the switch is off, or there is no partial round
+    unsplit = [
+        gemm.tail_plan(None, 4824, 5376, 192, 2, 0, 0, 56, ready=38, split=False),
+        gemm.tail_plan(None, 128 * 2 * 66, 5376, 192, 2, 0, 0, 56, ready=38),
+    ]
+    monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
+    unsplit.append(gemm.tail_plan(None, 4824, 5376, 192, 2, 0, 0, 56, ready=38))
+    for p in unsplit:
+        assert p.splits == 1 and p.words == p.zero == 38
+        assert tuple(int(a) for a in gemm.tail_args(p, None)) == (0, 0, 1)
+    assert gemm.tail_plan(None, 4824, 5376, 192, 2, 0, 0, 56).words == 0
