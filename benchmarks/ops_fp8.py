@@ -270,7 +270,13 @@ def kernel_breakdown(fn, reps: int = 5) -> dict[str, float]:
 
 
 def run(
-    op: str, m: int, compile_: bool, reps: int, breakdown: bool = False, other_tile: bool = False
+    op: str,
+    m: int,
+    compile_: bool,
+    reps: int,
+    breakdown: bool = False,
+    other_tile: bool = False,
+    energy: bool = False,
 ) -> dict:
     import torch
 
@@ -472,8 +478,11 @@ def run(
         compiled = torch.compile(chain, dynamic=False)
         compiled(*args)
         fns["compiled"] = lambda i: compiled(*args)
-    t = bench_graphs(fns, reps=reps)
+    t = bench_graphs(fns, reps=reps, energy=energy)
     row = {"op": op, "M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
+    for k, v in t.items():
+        if "energy_mj" in v:
+            row[f"{k}_mj"], row[f"{k}_w"] = v["energy_mj"], v["power_w"]
     if breakdown:
         row["kernels_ms"] = kernel_breakdown(fns["h3"])
     row["tflops"] = flops / (row["h3_ms"] * 1e-3) / 1e12
@@ -513,6 +522,11 @@ def main() -> None:
         action="store_true",
         help="also time fp8_pre_attention with the other tile height (FP8_TILE_M 128 <-> 192)",
     )
+    ap.add_argument(
+        "--energy",
+        action="store_true",
+        help="also measure each form's GPU energy per call (NVML counter, >= 0.3 s of replays)",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -531,7 +545,9 @@ def main() -> None:
     nan = float("nan")
     for op in args.ops:
         for m in args.m:
-            row = run(op, m, not args.no_compile, args.reps, args.breakdown, args.other_tile)
+            row = run(
+                op, m, not args.no_compile, args.reps, args.breakdown, args.other_tile, args.energy
+            )
             results.append(row)
             print(
                 f"{op:<14}{m:>7}{row['h3_ms']:>9.3f}{row['tflops']:>9.0f}{row['eager_ms']:>9.3f}"
@@ -549,6 +565,13 @@ def main() -> None:
                 extra.append(f"the plain engine GEMM {row['engine_ms']:.3f} ms")
             if extra:
                 print("   " + "; ".join(extra))
+            joules = [
+                f"{k[:-3]} {row[k]:.1f} mJ at {row[k[:-3] + '_w']:.0f} W"
+                for k in row
+                if k.endswith("_mj")
+            ]
+            if joules:
+                print("   energy per call: " + "; ".join(joules))
             if "h3_other_tile_ms" in row:
                 other = 192 if pre_attention.FP8_TILE_M == 128 else 128
                 print(f"   {other}-row tiles {row['h3_other_tile_ms']:.3f} ms")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -299,15 +300,59 @@ def _capture(fn: Callable[[int], object], rotate: int):
     return graph
 
 
+class EnergyMeter:
+    """The GPU's energy counter through NVML (``nvmlDeviceGetTotalEnergyConsumption``, millijoules
+    since the driver loaded), read with ctypes from the driver's libnvidia-ml; the device is
+    found by the PCI bus id of CuPy's current device. ``read()`` is None where NVML or the
+    counter is unavailable."""
+
+    def __init__(self) -> None:
+        import ctypes
+        import sys
+
+        import cupy
+
+        self._handle = None
+        try:
+            lib = ctypes.CDLL("nvml.dll" if sys.platform == "win32" else "libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                return
+            handle = ctypes.c_void_p()
+            bus = cupy.cuda.Device().pci_bus_id.encode()
+            if lib.nvmlDeviceGetHandleByPciBusId_v2(bus, ctypes.byref(handle)) != 0:
+                return
+            self._lib, self._handle, self._ct = lib, handle, ctypes
+        except OSError:
+            return
+
+    def read(self) -> float | None:
+        """The counter in millijoules, or None."""
+        if self._handle is None:
+            return None
+        value = self._ct.c_ulonglong()
+        if self._lib.nvmlDeviceGetTotalEnergyConsumption(self._handle, self._ct.byref(value)):
+            return None
+        return float(value.value)
+
+
 def bench_graphs(
-    fns: dict[str, Callable[[int], object]], *, reps: int = 10, rotate: int = 1
+    fns: dict[str, Callable[[int], object]],
+    *,
+    reps: int = 10,
+    rotate: int = 1,
+    energy: bool = False,
 ) -> dict[str, dict[str, float]]:
     """GPU time of each ``fn(i)`` without host overhead: the calls for every input set are
     captured in one torch CUDA graph per function; the graphs are then replayed in turn, ``reps``
     rounds, each replay timed with events (per call = replay / ``rotate``). Interleaving keeps
     the compared functions under the same clocks and temperature; each round starts one function
     later than the previous one. ``fn`` must not allocate through CuPy's pool (pass preallocated
-    outputs)."""
+    outputs).
+
+    ``energy``: then each function's graph is also replayed back to back for >= 0.3 s between two
+    reads of the GPU's energy counter (:class:`EnergyMeter`), giving ``energy_mj`` per call and
+    ``power_w`` (under the H200's power cap, time follows energy: a form that uses less energy per
+    call runs at higher clocks). Absent where NVML is not available."""
     import torch
 
     graphs = {name: _capture(fn, rotate) for name, fn in fns.items()}
@@ -326,8 +371,7 @@ def bench_graphs(
             stop.record()
             stop.synchronize()
             times[name].append(start.elapsed_time(stop) / rotate)
-    del graphs
-    return {
+    out = {
         name: {
             "median_ms": statistics.median(t),
             "min_ms": min(t),
@@ -336,6 +380,22 @@ def bench_graphs(
         }
         for name, t in times.items()
     }
+    meter = EnergyMeter() if energy else None
+    metered = names if meter is not None and meter.read() is not None else []
+    for name in metered:
+        graph = graphs[name]
+        n = max(3, int(300.0 / max(out[name]["median_ms"] * rotate, 1e-3)) + 1)
+        torch.cuda.synchronize()
+        e0, t0 = meter.read(), time.perf_counter()
+        for _ in range(n):
+            graph.replay()
+        torch.cuda.synchronize()
+        e1, t1 = meter.read(), time.perf_counter()
+        if e0 is not None and e1 is not None:
+            out[name]["energy_mj"] = (e1 - e0) / (n * rotate)
+            out[name]["power_w"] = (e1 - e0) / 1e3 / (t1 - t0)
+    del graphs
+    return out
 
 
 def device_info() -> dict[str, object]:
