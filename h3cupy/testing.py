@@ -349,10 +349,11 @@ def bench_graphs(
     later than the previous one. ``fn`` must not allocate through CuPy's pool (pass preallocated
     outputs).
 
-    ``energy``: then each function's graph is also replayed back to back for >= 0.3 s between two
-    reads of the GPU's energy counter (:class:`EnergyMeter`), giving ``energy_mj`` per call and
-    ``power_w`` (under the H200's power cap, time follows energy: a form that uses less energy per
-    call runs at higher clocks). Absent where NVML is not available."""
+    ``energy`` (experimental): then each function's graph is also replayed back to back, 0.5 s to
+    settle and then >= 2 s between two reads of the GPU's energy counter (:class:`EnergyMeter`),
+    giving ``energy_mj`` per call and ``power_w``. Absent where NVML is not available. With 0.3 s
+    windows and no settling (session 9) forms doing the same work in the same time differed by up
+    to 33% in energy: the counter lags; these longer windows are not yet validated."""
     import torch
 
     graphs = {name: _capture(fn, rotate) for name, fn in fns.items()}
@@ -384,7 +385,10 @@ def bench_graphs(
     metered = names if meter is not None and meter.read() is not None else []
     for name in metered:
         graph = graphs[name]
-        n = max(3, int(300.0 / max(out[name]["median_ms"] * rotate, 1e-3)) + 1)
+        per_ms = max(out[name]["median_ms"] * rotate, 1e-3)
+        for _ in range(int(500.0 / per_ms) + 1):  # settle: the counter then reflects this form
+            graph.replay()
+        n = max(3, int(2000.0 / per_ms) + 1)
         torch.cuda.synchronize()
         e0, t0 = meter.read(), time.perf_counter()
         for _ in range(n):
