@@ -525,8 +525,8 @@ def main() -> None:
     ap.add_argument(
         "--energy",
         action="store_true",
-        help="also measure each form's GPU energy per call (experimental: NVML's counter over >= 2 s"
-        " of replays after 0.5 s to settle; see testing.bench_graphs)",
+        help="also measure each form's GPU energy per call (experimental: NVML's counter over"
+        " >= 2 s of replays after 0.5 s to settle; see testing.bench_graphs)",
     )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
