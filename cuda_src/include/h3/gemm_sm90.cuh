@@ -173,7 +173,7 @@ H3_MEMBER_OR(ProducerRegs, kProducerRegs)
 // resets the counter to zero for the next launch. No unit waits for another (no co-residency
 // needed). The host picks S (1: off) and sizes the workspace: part holds
 // min(clusters, R * S) x kCluster x kWG x 64 x kBN floats, count R x kCluster x kWG words, zero
-// before the first launch.
+// before the launch (the host memsets them; each tile's last arrival also resets its own).
 struct TailSplit {
   float* part;
   u32* count;
@@ -250,8 +250,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   // it (a value held across setmaxnreg went to local memory in the fused out_proj kernel).
   auto first_rows = [&]() { return min(M, order.m_end(clusters) * kCluster * Cfg::kBM); };
   // kTail: units 0..whole-1 are whole tiles; the rest are the last round's tiles in S k-ranges.
-  // (formed where each role uses them, as first_rows above: the consumers of the 128 x 256
-  // tiles have no register to spare across their mainloop)
+  // (formed where each role uses them, as first_rows above)
   auto tsplit = [&]() { return kTail ? max(tail.splits, 1) : 1; };
   auto whole = [&]() {
     return kTail && tsplit() > 1 ? order.count() - order.count() % clusters : order.count();
