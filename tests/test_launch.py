@@ -111,8 +111,6 @@ def test_tail_plan_layout(monkeypatch):
     fp32 fragment, and 4 x 2 x 2 counters."""
     from types import SimpleNamespace
 
-    import numpy as np
-
     from h3cupy.ops import gemm
 
     monkeypatch.setattr(gemm, "_engine_resident", lambda k, cluster, smem, dev, wg: 132 // cluster)
@@ -143,3 +141,20 @@ def test_tail_plan_layout(monkeypatch):
         assert p.splits == 1 and p.words == p.zero == 38
         assert tuple(int(a) for a in gemm.tail_args(p, None)) == (0, 0, 1)
     assert gemm.tail_plan(None, 4824, 5376, 192, 2, 0, 0, 56).words == 0
+
+
+def test_flags_helpers():
+    """The workspace_flags lengths: at least one ready flag per 128-row tile (more on sm_90a,
+    where the tail split's counters and partials follow); exactly that without a GPU, where the
+    ops cannot run; M < 1 refused."""
+    from h3cupy import minimax_h3_fp8_out_proj_flags, minimax_h3_mlp_fc2_flags_sm120
+    from h3cupy.testing import gpu_available
+
+    for helper in (minimax_h3_fp8_out_proj_flags, minimax_h3_mlp_fc2_flags_sm120):
+        for m in (1, 128, 129, 4824):
+            n = helper(m)
+            assert n >= -(-m // 128)
+            if not gpu_available():
+                assert n == -(-m // 128)
+        with pytest.raises(ValueError, match=r"m: expected M >= 1, got 0"):
+            helper(0)

@@ -85,10 +85,16 @@ def minimax_h3_fp8_out_proj_flags(m: int) -> int:
 
 def _flags_words(m: int, k: int, fused: bool) -> int:
     """max(ceil(m / 128), the wgmma plan's words) on the current device (just the former on
-    other back ends)."""
-    dev = arch.current_device()
+    other back ends, and without a usable GPU, where the op cannot run)."""
+    import cupy
+
     n = -(-m // 128)
-    if gemm_backend(arch.device_target(dev)) != "wgmma":
+    try:
+        dev = arch.current_device()
+        target = arch.device_target(dev)
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return n
+    if gemm_backend(target) != "wgmma":
         return n
     return max(n, plan_fp8_gemm_wgmma(m, k, fused, dev).tail.words)
 
