@@ -62,12 +62,18 @@ def capture_id(stream_handle: int) -> int | None:
     if not cupy.cuda.runtime.streamIsCapturing(stream_handle):
         return None
     status, ident = ctypes.c_int(0), ctypes.c_uint64(0)
-    fn = _driver().cuStreamGetCaptureInfo_v2
-    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 5
-    err = fn(stream_handle, ctypes.byref(status), ctypes.byref(ident), None, None, None)
-    if err:
-        raise RuntimeError(f"cuStreamGetCaptureInfo_v2 failed with CUDA error {err}")
-    return int(ident.value)
+    lib = _driver()
+    # (stream, status, id, graph, dependencies[, edge data], count): the optional outputs NULL
+    for name, optional in (("cuStreamGetCaptureInfo_v2", 3), ("cuStreamGetCaptureInfo_v3", 4)):
+        fn = getattr(lib, name, None)
+        if fn is None:
+            continue
+        fn.argtypes = [ctypes.c_void_p] * (3 + optional)
+        err = fn(stream_handle, ctypes.byref(status), ctypes.byref(ident), *([None] * optional))
+        if err:
+            raise RuntimeError(f"{name} failed with CUDA error {err}")
+        return int(ident.value)
+    raise RuntimeError("the CUDA driver has no cuStreamGetCaptureInfo_v2 / _v3")
 
 
 def scratch_words(dev: int, stream_handle: int, words: int):
