@@ -201,7 +201,9 @@ case "$MODE" in
       "test_bf16_pre_attention[1] or test_bf16_pre_attention[127] or test_bf16_pre_attention[128] or test_bf16_pre_attention[257] or test_bf16_pre_attention[4097] or test_bf16_pre_attention[38592] or positions or test_fp8_pre_attention[257-bf16]"
     ;;
   s9-pre)  # session 9: the tail split in the bf16 n224 / n256 engine tiles (the __syncwarp-chunked
-           # partial sums) and in the BF16 / two-warpgroup FP8 pre-attention kernels: smoke tests,
+           # partial sums; NOTE: gemm_wgmma's host never split those tiles, so its bf16 A/B below
+           # timed one kernel twice, NOTES.md session 9) and in the BF16 / two-warpgroup FP8
+           # pre-attention kernels: smoke tests,
            # their tests, then the BF16 pre-attention (with and without the split, vs compile),
            # the bf16 engine at M = 4824 / 9648 and the FP8 pre-attention's two tiles
     run 90 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "bf16-n256 or bf16-n224 or (tail_split and 7168-True)"

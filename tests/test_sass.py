@@ -124,6 +124,11 @@ def test_gemm_wgmma_sass():
         local = sum(k for o, k in c.items() if o.startswith(("LDL", "STL")))
         tight = promote == 2 or (promote and tile_n == 224)
         assert local <= (32 if tight else 0), (name, local)
+        # the tail split (its arrival counter's atomic add) is built exactly where the host uses
+        # it (gemm.wgmma_has_tail mirrors kTailOk): a split the host never asks for is dead code,
+        # one it asks for without the kernel's support would drop the tail tiles
+        has_atom = any(o.startswith("ATOMG") for o in c)
+        assert has_atom == gemm.wgmma_has_tail(tile_n, promote, pingpong), (name, has_atom)
 
 
 def test_pre_attention_sass():

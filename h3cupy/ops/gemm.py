@@ -195,6 +195,12 @@ WGMMA_VARIANTS = (
 FP8_PROMOTE = 3
 
 
+def wgmma_has_tail(tile_n: int, promote: int, pingpong: bool) -> bool:
+    """Whether the gemm_wgmma variant is built with the tail split (``kTailOk`` in
+    gemm_wgmma.cu): cooperative, at most 192 columns, promotion mode other than 4."""
+    return not pingpong and tile_n <= 192 and promote != 4
+
+
 def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int, pingpong: bool) -> str:
     kern = {1: "gemm_wgmma_sm90", 2: "gemm_wgmma_x2_sm90"}[cluster]
     return f"h3::{kern}<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {promote}, {str(pingpong).lower()}>"
@@ -295,12 +301,14 @@ def engine_grid(
 #: The most k-ranges one leftover tile is split into by tail_split_grid.
 TAIL_MAX_SPLITS = 4
 #: Split-K of the last partial round (h3/gemm_sm90.cuh TailSplit) in the engine kernels built
-#: with it: the FP8 out_proj's and the MLP's FC2 (gated residual), and gemm_wgmma's cooperative
-#: variants up to 192 columns. The tiles left over for the persistent grid's last round run as
-#: up to 4 k-ranges each on otherwise idle clusters, summed in a fixed order by the last to
-#: finish: bitwise the same run to run, eager or in a CUDA graph. On by default since session 9
-#: (benchmarks/NOTES.md); its counters and partials live in a caller's workspace or in scratch of
-#: the op's own (:mod:`h3cupy.core.workspace`).
+#: with it: the FP8 out_proj's and the MLP's FC2 (gated residual), the BF16 pre-attention, the
+#: FP8 pre-attention's two-warpgroup kernels, and the gemm_wgmma variants of
+#: :func:`wgmma_has_tail` (its bf16 224 / 256-column tiles, the default at M > 256, have none).
+#: The tiles left over for the persistent grid's last round run as up to 4 k-ranges each on
+#: otherwise idle clusters, summed in a fixed order by the last to finish: bitwise the same run to
+#: run, eager or in a CUDA graph. On by default since session 9 (benchmarks/NOTES.md); its
+#: counters and partials live in a caller's workspace or in scratch of the op's own
+#: (:mod:`h3cupy.core.workspace`).
 TAIL_SPLIT = True
 
 
@@ -507,8 +515,8 @@ def gemm_wgmma(
     name = _wgmma_name(fmt, tile_n, promote, cluster, pingpong)
     kernel = jit.get_kernel(GEMM_WGMMA, name, target)
     smem = wgmma_smem_bytes(tile_n)
-    # the last partial round split over k (the variants built with it: h3 kTailOk)
-    has_tail = not pingpong and tile_n <= 192 and promote != 4
+    # the last partial round split over k (in the variants built with it)
+    has_tail = wgmma_has_tail(tile_n, promote, pingpong)
     k_tiles = k * esize // 128
     plan = tail_plan(kernel, m, n, tile_n, cluster, smem, at.device, k_tiles, split=has_tail)
     buf = plan_workspace(plan, None, at.device, [at], "")
