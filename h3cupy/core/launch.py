@@ -7,6 +7,8 @@ parameter list on every platform (a Python int would be passed as whatever CuPy 
 from __future__ import annotations
 
 import ctypes
+import functools
+import sys
 
 import numpy as np
 
@@ -15,6 +17,12 @@ from .interop import Tensor, current_stream_ptr
 _SMEM_DEFAULT_LIMIT = 48 * 1024
 _smem_unlocked: dict[int, int] = {}  # id(kernel) -> dynamic smem limit already set
 _max_threads: dict[int, int] = {}  # id(kernel) -> max threads per block (from the cubin)
+
+
+@functools.cache
+def libcuda() -> ctypes.CDLL:
+    """The CUDA driver library through ctypes, loaded once (OSError where there is none)."""
+    return ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
 
 
 def ptr(t) -> np.uint64:
@@ -101,7 +109,7 @@ def max_active_clusters(kernel, cluster: int, block: int, smem: int, fallback: i
         cfg.shared_mem = smem
         out = ctypes.c_int(0)
         try:
-            fn = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
+            fn = libcuda().cuOccupancyMaxActiveClusters
             rc = fn(ctypes.byref(out), ctypes.c_void_p(function_ptr(kernel)), ctypes.byref(cfg))
         except (OSError, AttributeError):  # pragma: no cover - no driver entry point
             rc = -1
@@ -128,7 +136,7 @@ class _Driver:
     """
 
     def __init__(self):
-        lib = ctypes.CDLL("libcuda.so.1")
+        lib = libcuda()
         self.launch = lib.cuLaunchKernel
         self.launch.restype = ctypes.c_int
         self.launch.argtypes = (
@@ -158,7 +166,7 @@ def kernel_param_sizes(kernel) -> tuple[int, ...] | None:
     if key not in _param_sizes:
         sizes: list[int] | None = []
         try:
-            fn = ctypes.CDLL("libcuda.so.1").cuFuncGetParamInfo
+            fn = libcuda().cuFuncGetParamInfo
         except (OSError, AttributeError):  # pragma: no cover - older driver
             sizes = None
         else:

@@ -13,6 +13,8 @@ import functools
 
 import numpy as np
 
+from .launch import libcuda
+
 #: CUtensorMapDataType values
 DTYPE = {"uint8": 0, "uint16": 1, "uint32": 2, "int32": 3, "float32": 7, "bfloat16": 9}
 #: CUtensorMapSwizzle values (bytes of the swizzle span)
@@ -26,7 +28,7 @@ DESC_DTYPE = np.dtype({"names": ["v"], "formats": [(np.uint64, (16,))], "aligned
 @functools.cache
 def _encode_fn():
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
+        lib = libcuda()
     except OSError as exc:  # pragma: no cover - only on machines without a driver
         raise RuntimeError("TMA tensor maps need the CUDA driver (libcuda.so.1)") from exc
     fn = getattr(lib, "cuTensorMapEncodeTiled", None)

@@ -20,30 +20,21 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import sys
 
 import numpy as np
+
+from .launch import libcuda, stream_for
 
 _eager: dict[tuple[int, int], object] = {}
 _captured: dict[tuple[int, int, int], object] = {}  # per (device, stream, capture id)
 _retired: list = []  # captures' buffers replaced by larger ones: still in their graphs, kept
-_libcuda = None
-
-
-def _driver():
-    """The CUDA driver library (ctypes), loaded once."""
-    global _libcuda
-    if _libcuda is None:
-        name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
-        _libcuda = ctypes.CDLL(name)
-    return _libcuda
 
 
 @contextlib.contextmanager
 def relaxed_capture_mode():
     """Sets this thread's stream-capture mode to relaxed (cuThreadExchangeStreamCaptureMode)
     for the duration, so that cudaMalloc is legal while a stream is being captured."""
-    lib = _driver()
+    lib = libcuda()
     mode = ctypes.c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
     err = lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
     if err:
@@ -62,7 +53,7 @@ def capture_id(stream_handle: int) -> int | None:
     if not cupy.cuda.runtime.streamIsCapturing(stream_handle):
         return None
     status, ident = ctypes.c_int(0), ctypes.c_uint64(0)
-    lib = _driver()
+    lib = libcuda()
     # (stream, status, id, graph, dependencies[, edge data], count): the optional outputs NULL
     for name, optional in (("cuStreamGetCaptureInfo_v2", 3), ("cuStreamGetCaptureInfo_v3", 4)):
         fn = getattr(lib, name, None)
@@ -83,8 +74,6 @@ def scratch_words(dev: int, stream_handle: int, words: int):
     current one, so that CuPy's pool (free blocks kept per stream) reuses a replaced buffer only
     in that stream's order."""
     import cupy
-
-    from .launch import stream_for
 
     words = max(int(words), 1)
     ident = capture_id(stream_handle)

@@ -17,20 +17,19 @@ H3_DEVICE bf16_t f32_to_bf16(float f) {
 // round an fp32 to the nearest bf16 and return it as fp32
 H3_DEVICE float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
-// round_bf16 of two values with one conversion (cvt.rn.bf16x2.f32 packs the pair; each half is
-// rounded exactly as round_bf16 rounds it): 3 instructions per pair instead of 4.
-H3_DEVICE void round_bf16x2(float& lo, float& hi) {
-  u32 p;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
-  lo = __uint_as_float(p << 16);
-  hi = __uint_as_float(p & 0xffff0000u);
-}
-
 // Two floats -> packed bf16 pair (lo in the low half), each correctly rounded.
 H3_DEVICE u32 cvt_bf16x2(float lo, float hi) {
   u32 p;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
   return p;
+}
+
+// round_bf16 of two values with one conversion (cvt_bf16x2 packs the pair; each half is
+// rounded exactly as round_bf16 rounds it): 3 instructions per pair instead of 4.
+H3_DEVICE void round_bf16x2(float& lo, float& hi) {
+  const u32 p = cvt_bf16x2(lo, hi);
+  lo = __uint_as_float(p << 16);
+  hi = __uint_as_float(p & 0xffff0000u);
 }
 
 // bf16(a * b) per half of two packed bf16 pairs: one rounding of the exact product, which is the
