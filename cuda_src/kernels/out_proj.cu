@@ -7,8 +7,8 @@
 // alias `residual`: each residual tile is read (by TMA into shared memory, or into registers)
 // before the same tile of out is stored.
 // Two forms: the per-token FP8 quantization of attn_out inside this launch behind per-tile ready
-// counters (ProQuantRowsFp8 below; out_proj.FUSED_QUANT, the default: 1-2% faster than two
-// launches on the H200, NOTES.md session 7), or as its own launch before this one (quantize.cu).
+// counters (ProQuantRowsFp8 below; out_proj.FUSED_QUANT, the default: level with two launches
+// on the H200, NOTES.md sessions 7 and 9), or as its own launch before this one (quantize.cu).
 // Verified on the H200 (both forms, 2026-12-01).
 #include "h3/gemm_nvfp4.cuh"
 #include "h3/gemm_sm90.cuh"

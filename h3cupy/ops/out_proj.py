@@ -27,7 +27,8 @@ ATTN, D = 7168, 5376
 #: True: the single-launch form (attn_out quantized inside the GEMM launch, published per 128-row
 #: tile through counters); False: a quantization launch, then the GEMM. A module setting, read
 #: by the FP8 out_proj on the wgmma back end (the MLP has its own, ``mlp.FUSED_QUANT``). True since
-#: session 7: 1-2% faster than the two launches at M = 4824-38592 on the H200 (NOTES.md).
+#: session 7 (then 1-2% faster than two launches on the H200); session 9's runs measured the two
+#: forms level within ~1.5% either way, and issue #6 asks for the quantization inside the launch.
 FUSED_QUANT = True
 
 
