@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -182,6 +182,20 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s10-order)  # next session, branch next/tile-order-per-role (unrun): the engine forms its tile
+              # order inside each role and the consumers' unit count at each loop test, so the
+              # 192-row FP8 pre-attention kernel takes the tail split without spilling. Tests of
+              # every engine kernel family first, then the FP8 pre-attention and the engine at
+              # M = 4824 / 38592 (compare with s9's figures, or A/B against main in .abtree/)
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "wgmma"
+    [ "$status" = 0 ] || exit 1
+    run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+      "(test_fp8_pre_attention and (257 or 4097 or 4824)) or test_bf16_pre_attention[4824] or (graph and wgmma)"
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_out_proj_gpu.py tests/test_mlp_gpu.py -k \
+      "(test_fp8_out_proj and (4824 or 38592) and int32) or capture_own_scratch or test_mlp_fp8[4824]"
+    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention out_proj mlp \
+      --m 4824 38592 --other-tile --json "$OUT/bench_ops.json"
     ;;
   s9-energy)  # session 9: the benchmarks' energy pass (testing.EnergyMeter, NVML's energy counter)
               # on the FP8 out_proj and the MLP against their torch.compile chains

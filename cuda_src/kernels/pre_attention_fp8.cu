@@ -55,11 +55,8 @@ template <int kOut>
 __global__ void H3_CLUSTER_X2 __launch_bounds__(512, 1) pre_attention_fp8_m192_x2_sm90(H3_PA8_PARAMS) {
   using Epi = EpiPreAttnQkv<kOut, WgYRowCol>;
   H3_PA8_EPI;
-  // (no tail split: built with it, this kernel spilled a word of loop state at its 32 producer /
-  // 160 consumer registers, even with the last arrival's summation removed; the three tail
-  // arguments are unused)
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 2, Epi, false, NoProducerHooks, 3>(
-      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 2, Epi, false, NoProducerHooks, 3, false, true>(
+      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});
 }
 
 template <int kOut>

@@ -469,10 +469,8 @@ def minimax_h3_fp8_pre_attention(
     desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 128 // cluster)
     descs = _qkv_out_maps(outs, out_mode, m)
     smem = gemm.wgmma_smem_bytes(128, wg=wg)
-    # the tail split (gemm.TAIL_SPLIT) in the two-warpgroup kernels (the 192-row one has none)
-    plan = gemm.tail_plan(
-        kernel, m, QKV_ROWS, 128, cluster, smem, dev, D // 128, split=wg == 2, wg=wg
-    )
+    # the tail split (gemm.TAIL_SPLIT), its counters and partials in the op's scratch
+    plan = gemm.tail_plan(kernel, m, QKV_ROWS, 128, cluster, smem, dev, D // 128, wg=wg)
     buf = gemm.plan_workspace(plan, None, dev, [xt], "")
     launch(
         kernel,
