@@ -269,22 +269,17 @@ def kernel_breakdown(fn, reps: int = 5) -> dict[str, float]:
     return {k: float(np.median([r[k] for r in runs[1:]])) for k in runs[-1]}
 
 
-def run(
-    op: str,
-    m: int,
-    compile_: bool,
-    reps: int,
-    breakdown: bool = False,
-    other_tile: bool = False,
-    energy: bool = False,
-) -> dict:
+def forms(op: str, m: int, other_tile: bool = False):
+    """The forms of one op at M that :func:`run` times, on fresh inputs in the model's
+    distributions: ``(fns, args, chain, flops)``, fns mapping a form's name to a callable of the
+    replay index (``h3``: the op's default), ``chain(*args)`` the torch chain, ``flops`` the
+    op's GEMM FLOPs (scripts/probe_engine.py runs the same forms under its diagnostic builds)."""
     import torch
 
     import h3cupy
     from h3cupy import formats
     from h3cupy.ops import gemm, out_proj, pre_attention
     from h3cupy.reference import inputs
-    from h3cupy.testing import bench_graphs
 
     rng = np.random.default_rng(0)
     host = inputs.prologue_inputs(m, rows=9, rng=rng)
@@ -473,6 +468,23 @@ def run(
 
         fns["gemm"] = gemms
         flops = 2.0 * m * (2 * FFN * D + D * FFN)
+    return fns, args, chain, flops
+
+
+def run(
+    op: str,
+    m: int,
+    compile_: bool,
+    reps: int,
+    breakdown: bool = False,
+    other_tile: bool = False,
+    energy: bool = False,
+) -> dict:
+    import torch
+
+    from h3cupy.testing import bench_graphs
+
+    fns, args, chain, flops = forms(op, m, other_tile)
     fns["eager"] = lambda i: chain(*args)
     if compile_:
         compiled = torch.compile(chain, dynamic=False)

@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -182,6 +182,30 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s10-a)  # session 10, first call (branch next/tile-order-per-role + the bf16 224 / 256-column
+          # tail split): every engine test (the new bf16 tail-split cases included) as the smoke
+          # test, the FP8 pre-attention (192-row tiles now with the split), the out_proj tests
+          # refactored in session 9 (determinism, capture), then the engine probe (epilogue share
+          # of each op's consumer time), the ops at 4824 / 38592, the bf16 engine A/B (split on /
+          # off, forced 224 / 256) and the FP8 QKV / FC1 engine against cuBLAS's own tile shape
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k "wgmma"
+    [ "$status" = 0 ] || exit 1
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+      "(test_fp8_pre_attention and (257 or 4097 or 4824)) or test_bf16_pre_attention[4824] or (graph and wgmma)"
+    run 100 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py tests/test_mlp_gpu.py -k \
+      "(test_fp8_out_proj and (4824 or 38592) and int32) or tail_split_deterministic or capture_own_scratch or test_mlp_fp8[4824]"
+    [ "$status" = 0 ] || exit 1
+    smi_start
+    run 110 "$OUT/probe.log" python3 scripts/probe_engine.py --m 4824 38592 --reps 5 \
+      --json "$OUT/probe_engine.json"
+    run 130 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention out_proj --m 4824 38592 \
+      --other-tile --json "$OUT/bench_ops.json"
+    run 70 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt bf16 --shapes qkv o fc2 --m 4824 9648 \
+      --backend wgmma wgmma_notail wgmma224x2 wgmma256x2 --reps 10 --json "$OUT/bench_gemm_bf16.json"
+    run 50 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes qkv fc1 --m 4824 38592 \
+      --backend wgmma wgmma128p3 --reps 10 --json "$OUT/bench_gemm_fp8.json"
+    smi_stop
     ;;
   s10-order)  # next session, branch next/tile-order-per-role (unrun): the engine forms its tile
               # order inside each role and the consumers' unit count at each loop test, so the

@@ -173,12 +173,23 @@ def test_gemm_wgmma_variants(variant, shape, rng):
 # NOTE: the engine's default FP8 tiles at the O and FC2 shapes, M = 4824: 19 tile pairs x 28
 # column tiles = 532 = 8 x 66 + 4, so the last round's 4 pairs run as 4 k-ranges each
 # (gemm.TAIL_SPLIT, on by default); each shape against the same call with the split off.
+# bf16 (tile widths forced): 256 columns at 4824 x 5376 (19 x 21 = 399 = 6 x 66 + 3 pairs) and
+# 224 columns at 4824 x 7168 (19 x 32 = 608 = 9 x 66 + 14 pairs), both split 4 ways.
+TAIL_CASES = [
+    ("e4m3", None, 4824, 5376, 7168),
+    ("e4m3", None, 4824, 5376, 14336),
+    ("bf16", 256, 4824, 5376, 7168),
+    ("bf16", 224, 4824, 7168, 5376),
+]
+
+
 @pytest.mark.parametrize("split", (True, False))
-@pytest.mark.parametrize("k", (7168, 14336))
-def test_gemm_wgmma_tail_split(k, split, rng, monkeypatch):
-    """The plain FP8 engine GEMM at M = 4824 with and without the tail split, against a float64
-    GEMM of the same quantized operands (cuBLAS DGEMM on the device: the host would take
-    minutes), within issue #3's bounds; the split's output is the same bytes run to run."""
+@pytest.mark.parametrize("case", TAIL_CASES, ids=lambda c: f"{c[0]}-n{c[1]}-{c[2]}x{c[3]}x{c[4]}")
+def test_gemm_wgmma_tail_split(case, split, rng, monkeypatch):
+    """The plain engine GEMM (FP8 default tiles; bf16 256- and 224-column tiles) at M = 4824 with
+    and without the tail split, against a float64 GEMM of the same (quantized) operands (cuBLAS
+    DGEMM on the device: the host would take minutes), within issue #3's bounds; the split's
+    output is the same bytes run to run."""
     import cupy
 
     from h3cupy.ops import gemm
@@ -186,28 +197,35 @@ def test_gemm_wgmma_tail_split(k, split, rng, monkeypatch):
 
     _backend("wgmma")
     monkeypatch.setattr(gemm, "TAIL_SPLIT", split)
-    m, n = 4824, 5376
+    fmt, tile_n, m, n, k = case
     a = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
     w = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))
-    aq, as_ = formats.fp8_quantize_per_token(a)
-    wq, ws = formats.fp8_quantize_per_channel(w)
-    aq_d, wq_d, as_d, ws_d = (cupy.asarray(x) for x in (aq, wq, as_, ws))
-    ref = (
-        cupy.asarray(formats.e4m3_decode(aq), np.float64)
-        @ cupy.asarray(formats.e4m3_decode(wq), np.float64).T
-    )
-    ref *= as_d[:, None].astype(np.float64) * ws_d[None, :].astype(np.float64)
+    if fmt == "e4m3":
+        aq, as_ = formats.fp8_quantize_per_token(a)
+        wq, ws = formats.fp8_quantize_per_channel(w)
+        a_d, w_d, as_d, ws_d = (cupy.asarray(x) for x in (aq, wq, as_, ws))
+        ref = (
+            cupy.asarray(formats.e4m3_decode(aq), np.float64)
+            @ cupy.asarray(formats.e4m3_decode(wq), np.float64).T
+        )
+        ref *= as_d[:, None].astype(np.float64) * ws_d[None, :].astype(np.float64)
+        kw = dict(fmt="e4m3", row_scale=as_d, col_scale=ws_d)
+    else:
+        a_d, w_d = cupy.asarray(a), cupy.asarray(w)
+        ref = cupy.asarray(a.astype(np.float64)) @ cupy.asarray(w.astype(np.float64)).T
+        kw = dict(fmt="bf16", tile_n=tile_n)
     outs = []
     for _ in range(2):
         out = cupy.empty((m, n), formats.BF16)
         poison(out)
-        gemm.gemm_wgmma(aq_d, wq_d, fmt="e4m3", row_scale=as_d, col_scale=ws_d, out=out)
+        gemm.gemm_wgmma(a_d, w_d, out=out, **kw)
         outs.append(out.view(np.uint16))
     assert bool((outs[0] == outs[1]).all()), "two runs differ"
     got = cupy.asarray(outs[0].view(formats.BF16).get().astype(np.float32), np.float64)
     assert bool(cupy.isfinite(got).all()), "non-finite output (unwritten or overflow)"
     rel = float(cupy.linalg.norm(got - ref) / cupy.linalg.norm(ref))
     worst = float(cupy.abs(got - ref).max() / cupy.abs(ref).max())
+    # issue #3's bounds (relative Frobenius 3e-3, any element 1e-2 of max|ref|)
     assert rel <= 3e-3 and worst <= 1e-2, (rel, worst)
 
 

@@ -3,8 +3,8 @@
 // Instantiated as gemm_wgmma[_x2]_sm90<fmt, tile N, promote, ping-pong>: fmt 0 bf16, 1 e4m3;
 // _x2 runs clusters of two CTAs that multicast B; ping-pong gives each consumer warpgroup whole
 // tiles, alternately, so one warpgroup's epilogue overlaps the other's MMAs. The cooperative
-// variants up to 192 columns (kTailOk) split the last partial round's tiles over k (TailSplit;
-// tail_splits = 1: off; the others ignore the three tail arguments).
+// variants (kTailOk) split the last partial round's tiles over k (TailSplit; tail_splits = 1:
+// off; the others ignore the three tail arguments).
 #include "h3/gemm_sm90.cuh"
 
 namespace h3 {
@@ -16,12 +16,12 @@ namespace h3 {
 #define H3_CLUSTER_X2
 #endif
 
-// The tail split (TailSplit) in the cooperative variants up to 192 columns, promotion mode 4
-// excepted (mirrored by gemm.wgmma_has_tail on the host; test_sass checks they agree). Mode 4
-// spilled with it; the 224- and 256-column bf16 tiles compile spill-free with it since the
-// chunked partial sums (session 9) but have not run it on a GPU, so they stay without.
+// The tail split (TailSplit) in the cooperative variants, except promotion mode 4 and promoted
+// 224-column tiles, which spill with it (mirrored by gemm.wgmma_has_tail on the host; test_sass
+// checks they agree). The unpromoted 224- and 256-column tiles fit it since the chunked partial
+// sums (session 9).
 template <int kBN, int kPromote, bool kPingPong>
-constexpr bool kTailOk = !kPingPong && kBN <= 192 && kPromote != 4;
+constexpr bool kTailOk = !kPingPong && kPromote != 4 && (kPromote == 0 || kBN <= 192);
 
 // kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
 // One kernel per cluster size (the cluster shape is a compile-time attribute of the kernel).

@@ -197,8 +197,9 @@ FP8_PROMOTE = 3
 
 def wgmma_has_tail(tile_n: int, promote: int, pingpong: bool) -> bool:
     """Whether the gemm_wgmma variant is built with the tail split (``kTailOk`` in
-    gemm_wgmma.cu): cooperative, at most 192 columns, promotion mode other than 4."""
-    return not pingpong and tile_n <= 192 and promote != 4
+    gemm_wgmma.cu): cooperative, promotion mode other than 4, and no promotion above 192
+    columns (those two spill with it)."""
+    return not pingpong and promote != 4 and (promote == 0 or tile_n <= 192)
 
 
 def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int, pingpong: bool) -> str:
@@ -224,17 +225,21 @@ def wgmma_smem_bytes(tile_n: int, full_staging: bool = False, wg: int = 2) -> in
 _WAVE_CLUSTERS = 66
 
 
-def bf16_tile_n(m: int, n: int, clusters: int = _WAVE_CLUSTERS) -> int:
+def bf16_tile_n(m: int, n: int, clusters: int = _WAVE_CLUSTERS, split: bool = False) -> int:
     """Tile N of the bf16 engine for an [m, n] output: 256, or 224 where it fills the last
     wave of tile pairs better. Modelled time ~ waves x tile N (a tile's MMA time is linear in
     its width); 224 is taken only when that is over 2% shorter (its per-tile efficiency is a
     little lower). N = 5376 at M = 4824: 399 pairs of n256 tiles = 6.05 waves of 66 (7 run,
-    86% full) against 456 pairs of n224 = 6.9 (7 run, 99% full)."""
+    86% full) against 456 pairs of n224 = 6.9 (7 run, 99% full). With ``split`` (the kernel
+    splits the last partial wave's R tile pairs over k, :func:`tail_split_grid`) that wave
+    counts 1 / S of a wave, S = min(4, clusters // R): n256 then models 6.25 waves there."""
     m_tiles = -(-m // 128)
     pairs = -(-m_tiles // 2)
 
-    def cost(tn: int) -> int:
-        return -(-(pairs * -(-n // tn)) // clusters) * tn
+    def cost(tn: int) -> float:
+        q, r = divmod(pairs * -(-n // tn), clusters)
+        s = min(TAIL_MAX_SPLITS, clusters // r) if split and r else 1
+        return (q + (0 if not r else 1 / s if s >= 2 else 1)) * tn
 
     return 224 if cost(224) < 0.98 * cost(256) else 256
 
@@ -258,7 +263,11 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
         if small or cluster == 1:
             tile_n = 128
         elif fmt == "bf16":
-            tile_n = bf16_tile_n(m, n) if n is not None else 256
+            tile_n = (
+                bf16_tile_n(m, n, split=TAIL_SPLIT and wgmma_has_tail(256, 0, bool(pingpong)))
+                if n is not None
+                else 256
+            )
         else:
             tile_n = 192
     if promote is None or promote is True:

@@ -125,6 +125,24 @@ struct Sm90GemmCfg {
                 "setmaxnreg budgets must fit the CTA's launch allocation");
 };
 
+// Diagnostics (scripts/probe_engine.py builds a module with -DH3_ENGINE_PROBE; never set by the
+// ops): each cooperative consumer warpgroup's leader adds, per unit, globaltimer nanoseconds to
+// h3_engine_probe: [0] the mainloop (from the unit's start to its last wgmma retired and
+// promoted), [1] the wait for the epilogue's prefetched operand, [2] the epilogue (the tail
+// split's partial sums included), [3] units run, [4] epilogues run, [5] the warpgroup's whole
+// loop (setmaxnreg to its last store's completion).
+#ifdef H3_ENGINE_PROBE
+__device__ unsigned long long h3_engine_probe[8];
+#define H3_EP_STAMP(t) \
+  u64 t;               \
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t))
+#define H3_EP_ADD(i, v) \
+  if (threadIdx.x % 128 == 0) atomicAdd(&h3_engine_probe[i], static_cast<unsigned long long>(v))
+#else
+#define H3_EP_STAMP(t)
+#define H3_EP_ADD(i, v)
+#endif
+
 // Grouped (L2-friendly) order of the output tiles (or tile pairs).
 struct TileOrder {
   int num_m, num_n, group;
@@ -465,7 +483,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       };
       // (the unit count is formed again at each test, from the opaque M: held across the
       // mainloop, it was the word ptxas spilled in the 192-row FP8 kernel with the tail split)
+      H3_EP_STAMP(ep_start);
       for (int t = cluster_id; t < unit_count(); t += clusters, ++tiles) {
+        H3_EP_STAMP(ep0);
         int mp, nt, tile, kt0, part, nk;
         unit(t, tile, kt0, nk, part);
         // NOTE: split units run fewer k-tiles; k_tiles is shadowed so that the loops below are
@@ -590,7 +610,12 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           }
         }
         it += k_tiles;
+        H3_EP_STAMP(ep1);
+        H3_EP_ADD(0, ep1 - ep0);
+        H3_EP_ADD(3, 1);
         if constexpr (kPf) mbar_wait(&pf[wg - 1], tiles & 1);
+        H3_EP_STAMP(ep2);
+        H3_EP_ADD(1, ep2 - ep1);
         if constexpr (kTail) {
           // The unit is decoded again from an opaque copy of t, so that nothing of the first
           // decode stays live across the mainloop.
@@ -607,8 +632,13 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         } else {
           epi(acc, row0, nt * kBN, my_staging, wg);
         }
+        H3_EP_STAMP(ep3);
+        H3_EP_ADD(2, ep3 - ep2);
+        H3_EP_ADD(4, 1);
       }
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
+      H3_EP_STAMP(ep_end);
+      H3_EP_ADD(5, ep_end - ep_start);
     }
   }
   // NOTE: no CTA may exit while its peer can still arrive on its barriers.

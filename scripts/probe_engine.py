@@ -1,0 +1,206 @@
+"""Where the sm_90a engine's consumer time goes, per operator (a diagnostic, not a test).
+
+Builds the engine kernels that the operators run by default with -DH3_ENGINE_PROBE (globaltimer
+counters in the cooperative consumer loop, h3/gemm_sm90.cuh), runs each form once and reports, per
+unit (tile or tail-split k-range) of a consumer warpgroup: the mainloop, the wait for the
+epilogue's prefetched operand, the epilogue (tail-split sums included), and the epilogue's share
+of the warpgroup's time, when the tensor cores of its CTA idle. It also times each form with and
+without the probe build in CUDA graphs, so the probe's own cost is visible.
+
+    PYTHONPATH=. python3 scripts/probe_engine.py [--m 4824 38592] [--json out.json]
+    PYTHONPATH=. python3 scripts/probe_engine.py --prebuild sm_90a   # fill the cache, no GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def probe_specs():
+    """{base spec: its probe build restricted to the kernels the forms below run}."""
+    from h3cupy.core import jit
+    from h3cupy.ops import gemm, mlp, out_proj, pre_attention
+
+    used = {
+        gemm.GEMM_WGMMA: [
+            gemm._wgmma_name("e4m3", 192, gemm.FP8_PROMOTE, 2, False),
+            gemm._wgmma_name("bf16", 256, 0, 2, False),
+            gemm._wgmma_name("bf16", 224, 0, 2, False),
+        ],
+        out_proj.OUT_PROJ: ["h3::out_proj_fp8_x2_sm90", "h3::out_proj_fp8_fused_x2_sm90"],
+        mlp.MLP: ["h3::mlp_fc1_fp8_x2_sm90"],
+        pre_attention.PRE_ATTENTION: ["h3::pre_attention_bf16_x2_sm90"],
+        pre_attention.PRE_ATTENTION_FP8: [
+            "h3::pre_attention_fp8_m192_x2_sm90<0>",
+            "h3::pre_attention_fp8_x2_sm90<0>",
+        ],
+    }
+    return {
+        s: jit.ModuleSpec(s.file, tuple(names), s.defines + ("H3_ENGINE_PROBE=1",))
+        for s, names in used.items()
+    }
+
+
+def bf16_pre_attention_form(m: int):
+    """The BF16 pre-attention at M (P = 1 layout), as benchmarks/pre_attention.py builds it."""
+    import torch
+    from pre_attention import HD, HEADS
+
+    from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention
+    from h3cupy.reference import inputs
+
+    D = 5376
+    host = inputs.prologue_inputs(m, rows=9, rng=np.random.default_rng(0))
+
+    def dev(a):
+        a = np.ascontiguousarray(a)
+        if a.dtype.name == "bfloat16":
+            return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+        return torch.from_numpy(a).cuda()
+
+    mod = dev(host["modulation"])
+    x, w, idx = dev(host["x"]), dev(host["x_norm_weight"]), dev(host["adaln_index"])
+    scale, shift = mod[:, D : 2 * D], mod[:, 0:D]
+    qkv_w = (torch.randn(3 * HEADS * HD, D, device="cuda") * 0.01).bfloat16()
+    qn = (torch.rand(HD, device="cuda") * 0.2 + 0.9).bfloat16()
+    kn = (torch.rand(HD, device="cuda") * 0.2 + 0.9).bfloat16()
+    cs = dev(inputs.rope_cache(m))
+    out = torch.empty((1, m, HEADS, 3, HD), dtype=torch.bfloat16, device="cuda")
+    ws = torch.empty((m, D), dtype=torch.bfloat16, device="cuda")
+    return lambda i: minimax_h3_bf16_pre_attention(
+        x, w, scale, shift, idx, qkv_w, qn, kn, cs, ulysses_degree=1, out=out, workspace=ws
+    )
+
+
+def bf16_gemm_form(m: int, n: int, k: int):
+    import torch
+
+    from h3cupy.ops import gemm
+
+    a = (torch.randn(m, k, device="cuda") * 0.5).bfloat16()
+    b = (torch.randn(n, k, device="cuda") * 0.01).bfloat16()
+    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    return lambda i: gemm.gemm_wgmma(a, b, fmt="bf16", out=out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, nargs="+", default=[4824, 38592])
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--prebuild", default=None, metavar="TARGET")
+    args = ap.parse_args()
+
+    import h3cupy  # noqa: F401  (registers every op)
+    from h3cupy.core import jit
+
+    specs = probe_specs()
+    if args.prebuild:
+        for s in specs.values():
+            print(jit.build(s, args.prebuild)[0].name, flush=True)
+        return
+
+    import cupy
+    import torch
+    from ops_fp8 import forms
+
+    from h3cupy.core import arch
+    from h3cupy.testing import bench_graphs
+
+    target = arch.device_target(0)
+    builds = {}
+    for base, s in specs.items():
+        cubin, lowered = jit.build(s, target)
+        module = cupy.RawModule(path=str(cubin))
+        kernels = {n: module.get_function(lowered[n]) for n in s.names}
+        builds[base] = (
+            kernels,
+            cupy.ndarray((8,), cupy.uint64, module.get_global("h3_engine_probe")),
+        )
+    real_get = jit.get_kernel
+    active = {"on": False}
+
+    def get_kernel(spec, name, t=None):
+        if active["on"] and spec in builds and name in builds[spec][0]:
+            return builds[spec][0][name]
+        return real_get(spec, name, t)
+
+    jit.get_kernel = get_kernel
+
+    def probed(fn):
+        def call(i):
+            active["on"] = True
+            try:
+                return fn(i)
+            finally:
+                active["on"] = False
+
+        return call
+
+    rows = []
+    for m in args.m:
+        cases = {}
+        f, *_ = forms("out_proj", m)
+        cases.update(out_proj_fused=f["h3"], out_proj_gemm=f["h3_no_quant"], fp8_gemm_o=f["engine"])
+        f, *_ = forms("pre_attention", m, other_tile=True)
+        cases.update(fp8_pre_attention_m192=f["h3"], fp8_pre_attention_m128=f["h3_other_tile"])
+        f, *_ = forms("mlp", m)
+        cases["mlp_fc1"] = f["h3"]  # FC2 runs out_proj.cu's kernel: reported as out_proj_*
+        cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
+        cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
+        cases["bf16_gemm_o"] = bf16_gemm_form(m, 5376, 7168)
+        for name, fn in cases.items():
+            t = bench_graphs({"plain": fn, "probe": probed(fn)}, reps=args.reps)
+            fn(0)
+            torch.cuda.synchronize()
+            for _, c in builds.values():
+                c.fill(0)
+            probed(fn)(0)
+            torch.cuda.synchronize()
+            for base, (_, c) in builds.items():
+                v = c.get().astype(np.float64)
+                if v[3] == 0:
+                    continue
+                units, epis = v[3], max(v[4], 1)
+                busy = v[0] + v[1] + v[2]
+                row = {
+                    "case": name,
+                    "M": m,
+                    "module": Path(base.file).stem,
+                    "plain_ms": t["plain"]["median_ms"],
+                    "probe_ms": t["probe"]["median_ms"],
+                    "units": units,
+                    "epilogues": v[4],
+                    "mainloop_us_per_unit": v[0] / 1e3 / units,
+                    "prefetch_wait_us_per_unit": v[1] / 1e3 / units,
+                    "epilogue_us_per_epilogue": v[2] / 1e3 / epis,
+                    "epilogue_share": v[2] / busy,
+                    # the warpgroups' loops in all, against the three parts' sum (the rest:
+                    # the tail split's non-last arrivals after their partials, the last stores)
+                    "wg_loop_us_sum": v[5] / 1e3,
+                    "parts_us_sum": busy / 1e3,
+                }
+                rows.append(row)
+                print(
+                    f"{name:<24}{m:>7} {row['module']:<20} plain {row['plain_ms']:.3f} ms, probe "
+                    f"{row['probe_ms']:.3f} ms | {units:.0f} units: mainloop "
+                    f"{row['mainloop_us_per_unit']:.2f} us, prefetch wait "
+                    f"{row['prefetch_wait_us_per_unit']:.2f} us, epilogue "
+                    f"{row['epilogue_us_per_epilogue']:.2f} us ({100 * row['epilogue_share']:.1f}%"
+                    " of the warpgroups' time)",
+                    flush=True,
+                )
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
