@@ -225,21 +225,19 @@ def wgmma_smem_bytes(tile_n: int, full_staging: bool = False, wg: int = 2) -> in
 _WAVE_CLUSTERS = 66
 
 
-def bf16_tile_n(m: int, n: int, clusters: int = _WAVE_CLUSTERS, split: bool = False) -> int:
+def bf16_tile_n(m: int, n: int, clusters: int = _WAVE_CLUSTERS) -> int:
     """Tile N of the bf16 engine for an [m, n] output: 256, or 224 where it fills the last
     wave of tile pairs better. Modelled time ~ waves x tile N (a tile's MMA time is linear in
     its width); 224 is taken only when that is over 2% shorter (its per-tile efficiency is a
     little lower). N = 5376 at M = 4824: 399 pairs of n256 tiles = 6.05 waves of 66 (7 run,
-    86% full) against 456 pairs of n224 = 6.9 (7 run, 99% full). With ``split`` (the kernel
-    splits the last partial wave's R tile pairs over k, :func:`tail_split_grid`) that wave
-    counts 1 / S of a wave, S = min(4, clusters // R): n256 then models 6.25 waves there."""
+    86% full) against 456 pairs of n224 = 6.9 (7 run, 99% full). The model ignores the tail
+    split (:func:`tail_split_grid`): counting a split last wave as 1 / S of one picked n256 at
+    O / FC2, M = 4824, which measured 5% slower than n224 with the split (H200, session 10)."""
     m_tiles = -(-m // 128)
     pairs = -(-m_tiles // 2)
 
-    def cost(tn: int) -> float:
-        q, r = divmod(pairs * -(-n // tn), clusters)
-        s = min(TAIL_MAX_SPLITS, clusters // r) if split and r else 1
-        return (q + (0 if not r else 1 / s if s >= 2 else 1)) * tn
+    def cost(tn: int) -> int:
+        return -(-(pairs * -(-n // tn)) // clusters) * tn
 
     return 224 if cost(224) < 0.98 * cost(256) else 256
 
@@ -263,11 +261,7 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
         if small or cluster == 1:
             tile_n = 128
         elif fmt == "bf16":
-            tile_n = (
-                bf16_tile_n(m, n, split=TAIL_SPLIT and wgmma_has_tail(256, 0, bool(pingpong)))
-                if n is not None
-                else 256
-            )
+            tile_n = bf16_tile_n(m, n) if n is not None else 256
         else:
             tile_n = 192
     if promote is None or promote is True:

@@ -132,7 +132,9 @@ struct Sm90GemmCfg {
 // split's partial sums included), [3] units run, [4] epilogues run, [5] the warpgroup's whole
 // loop (setmaxnreg to its last store's completion).
 #ifdef H3_ENGINE_PROBE
+extern "C" {  // C linkage: the host finds it by this name (cupy's get_global)
 __device__ unsigned long long h3_engine_probe[8];
+}
 #define H3_EP_STAMP(t) \
   u64 t;               \
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t))
