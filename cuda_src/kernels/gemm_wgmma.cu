@@ -23,6 +23,11 @@ namespace h3 {
 template <int kBN, int kPromote, bool kPingPong>
 constexpr bool kTailOk = !kPingPong && kPromote != 4 && (kPromote == 0 || kBN <= 192);
 
+// The scales through shared memory and a one-pass store (EpiScaleBf16's kVecCols) in the FP8
+// 192-column tiles, where the ring keeps its 4 stages (gemm.wgmma_vec_cols mirrors it).
+template <int kFmt, int kBN, bool kPingPong>
+constexpr int kVecCols = kFmt == 1 && kBN == 192 && !kPingPong ? kBN : 0;
+
 // kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
 // One kernel per cluster size (the cluster shape is a compile-time attribute of the kernel).
 #define H3_GEMM_WGMMA_KERNEL(NAME, CLUSTER_ATTR, CLUSTER)                                      \
@@ -32,8 +37,9 @@ constexpr bool kTailOk = !kPingPong && kPromote != 4 && (kPromote == 0 || kBN <=
            const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,                  \
            const float* __restrict__ row_scale, const float* __restrict__ col_scale,           \
            float* tail_part, u32* tail_count, int tail_splits) {                               \
-    const EpiScaleBf16 epi{row_scale, col_scale, &desc_c, M, N};                               \
-    gemm_sm90_body<kFmt, kBN, kPromote, CLUSTER, EpiScaleBf16, kPingPong, NoProducerHooks, 2,  \
+    using Epi = EpiScaleBf16<kVecCols<kFmt, kBN, kPingPong>>;                                  \
+    const Epi epi{row_scale, col_scale, &desc_c, M, N};                                        \
+    gemm_sm90_body<kFmt, kBN, kPromote, CLUSTER, Epi, kPingPong, NoProducerHooks, 2,           \
                    false, kTailOk<kBN, kPromote, kPingPong>>(desc_a, desc_b, M, N, k_bytes, epi, {}, 1,\
                                       {tail_part, tail_count, tail_splits});                   \
   }

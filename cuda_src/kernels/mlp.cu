@@ -17,33 +17,81 @@
 
 namespace h3 {
 
+// kVecCols > 0 (tile N; the 192-column kernel): a_scale of the tile's 64 rows and w_scale of its
+// columns come through shared memory (the engine's kVecBytes, copied during the mainloop) instead
+// of global loads in the epilogue, while the tensor cores idle (session 10's engine probe: FC1's
+// epilogue took 2.1 us per tile, 8.8% of the consumers' time).
+template <int kVecCols = 0>
 struct EpiSwiglu {
+  static constexpr int kVecBytes = kVecCols > 0 ? 4 * (64 + kVecCols) : 0;
   const float* __restrict__ a_scale;   // [M]
   const float* __restrict__ w_scale;   // [2 * ffn], prepacked order
   const TmaDesc* desc_y;               // y [M, ffn] bf16, 32-column x 64-row boxes, 64B swizzle
   int M, N;                            // N = 2 * ffn (prepacked GEMM width)
 
+  // kVecCols: a_scale (zeros past M) at vec[0..63], w_scale of columns col0.. at vec[64..]
+  template <int kBN>
+  H3_DEVICE void prefetch_vec(int row0, int col0, u8* vec) const {
+    static_assert(kBN == kVecCols, "the vector area holds kVecCols columns");
+    const int tid = threadIdx.x % 128;
+    float* v = reinterpret_cast<float*>(vec);
+    cp_async_wait_all();  // (no unit of this kernel skips its epilogue; kept for symmetry)
+    if (tid < 64) {
+      const int row = row0 + tid;
+      cp_async4(v + tid, a_scale + (row < M ? row : 0), row < M ? 4 : 0);
+    }
+#pragma unroll
+    for (int c = tid; c < kBN; c += 128) {
+      const int col = col0 + c;
+      cp_async4(v + 64 + c, w_scale + (col < N ? col : 0), col < N ? 4 : 0);
+    }
+    cp_async_commit();
+  }
+
+  template <int kAcc>
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
+                            u8* vec) const {
+    static_assert(2 * kAcc == kVecCols, "the vector area holds this tile's columns");
+    cp_async_wait_all();
+    named_barrier_sync(wg, 128);
+    const u32 v = smem_addr(vec);
+    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
+    swiglu_store(d, row0, col0, staging, wg, [&](int b, bool up) {
+      return lds_f2(v + 4 * (64 + 16 * b + 2 * q4 + (up ? 8 : 0)));
+    }, [&](int h) { return lds_f32(v + 4 * (16 * w + lane / 4 + 8 * h)); });
+  }
+
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
-    static_assert(kAcc % 8 == 0, "whole 16-column gate/up blocks per tile");
+    static_assert(kVecCols == 0, "kVecCols: the engine passes the vector area");
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
+    swiglu_store(d, row0, col0, staging, wg, [&](int b, bool up) {
+      const int cg = col0 + 16 * b + 2 * q4 + (up ? 8 : 0);  // gate column pair; up at +8
+      return cg < N ? *reinterpret_cast<const float2*>(w_scale + cg) : make_float2(0.f, 0.f);
+    }, [&](int h) {
+      const int row = row0 + 16 * w + lane / 4 + 8 * h;
+      return row < M ? a_scale[row] : 0.f;
+    });
+  }
+
+  // ws(b, up): the weight scales of block b's gate (up: up) column pair; as(h): the activation
+  // scale of row half h.
+  template <int kAcc, class Ws, class As>
+  H3_DEVICE void swiglu_store(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
+                              const Ws& ws, const As& as_of) const {
+    static_assert(kAcc % 8 == 0, "whole 16-column gate/up blocks per tile");
     constexpr int kBlocks = kAcc / 8;  // 16-column gate/up blocks
     // NOTE: every scale is loaded before any is used (one memory latency per tile instead of one
     // per block, as a load-use per block leaves them exposed); shared by both row halves.
     float2 wg_s[kBlocks], wu_s[kBlocks];
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b) {
-      const int cg = col0 + 16 * b + 2 * q4;  // gate column pair; up at cg + 8
-      const bool ok = cg < N;
-      wg_s[b] = ok ? *reinterpret_cast<const float2*>(w_scale + cg) : make_float2(0.f, 0.f);
-      wu_s[b] = ok ? *reinterpret_cast<const float2*>(w_scale + cg + 8) : make_float2(0.f, 0.f);
+      wg_s[b] = ws(b, false);
+      wu_s[b] = ws(b, true);
     }
     float as[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 16 * w + lane / 4 + 8 * h;
-      as[h] = row < M ? a_scale[row] : 0.f;
-    }
+    for (int h = 0; h < 2; ++h) as[h] = as_of(h);
     // y into its own half-width fragment (group b -> FFN columns col0 / 2 + 8b ..., the layout
     // store_fragment_bf16_w32 expects).
     float yh[kAcc / 2];
@@ -88,13 +136,13 @@ struct EpiSwiglu {
 // ~1.3-1.5x the rate of n128 on the H200, NOTES.md). N = 28672 = 149 x 192 + 64: the last tile
 // column is a tail (B rows past N load as zeros; y columns past 14336 are not stored).
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) mlp_fc1_fp8_x2_sm90(H3_FC1_PARAMS) {
-  const EpiSwiglu epi{a_scale, w_scale, &desc_y, M, N};
+  const EpiSwiglu<192> epi{a_scale, w_scale, &desc_y, M, N};
   gemm_sm90_body<1, 192, kOpsFp8Promote, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 // Small M: single CTAs, 128 x 128 tiles.
 __global__ void __launch_bounds__(384, 1) mlp_fc1_fp8_sm90(H3_FC1_PARAMS) {
-  const EpiSwiglu epi{a_scale, w_scale, &desc_y, M, N};
+  const EpiSwiglu<> epi{a_scale, w_scale, &desc_y, M, N};
   gemm_sm90_body<1, 128, kOpsFp8Promote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 

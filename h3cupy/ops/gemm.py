@@ -210,15 +210,23 @@ def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int, pingpong: boo
 GEMM_WGMMA = jit.ModuleSpec("kernels/gemm_wgmma.cu", tuple(_wgmma_name(*v) for v in WGMMA_VARIANTS))
 
 
-def wgmma_smem_bytes(tile_n: int, full_staging: bool = False, wg: int = 2) -> int:
+def wgmma_smem_bytes(tile_n: int, full_staging: bool = False, wg: int = 2, vec: int = 0) -> int:
     """Dynamic shared memory of the sm_90a engine (mirrors Sm90GemmCfg in gemm_sm90.cuh): the
     stage ring, the epilogue staging (16 KiB per consumer warpgroup; with ``full_staging``, the
-    prefetching epilogues, 64 x tile_n bf16 if that is more), the barriers and 1 KiB of alignment
-    slack. ``wg`` consumer warpgroups own 64 rows each of a ``64 * wg``-row tile."""
+    prefetching epilogues, 64 x tile_n bf16 if that is more), the epilogue's vector area (``vec``
+    bytes per consumer warpgroup, its kVecBytes), the barriers and 1 KiB of alignment slack.
+    ``wg`` consumer warpgroups own 64 rows each of a ``64 * wg``-row tile."""
     stage = (64 * wg + tile_n) * 128
     staging = wg * (max(16 * 1024, 64 * tile_n * 2) if full_staging else 16 * 1024)
-    stages = min(6, (232448 - 1024 - staging - 256) // stage)
-    return stages * stage + staging + (2 * stages + 4) * 8 + 1024
+    stages = min(6, (232448 - 1024 - staging - wg * vec - 256) // stage)
+    return stages * stage + staging + wg * vec + (2 * stages + 4) * 8 + 1024
+
+
+def wgmma_vec_cols(fmt: str, tile_n: int, pingpong: bool) -> int:
+    """The plain epilogue's vector columns in a gemm_wgmma variant (``kVecCols`` in
+    gemm_wgmma.cu): FP8 192-column cooperative tiles read their scales from shared memory and
+    store in one pass (full staging); 0 elsewhere."""
+    return tile_n if fmt == "e4m3" and tile_n == 192 and not pingpong else 0
 
 
 #: Clusters of two resident on an H200 (132 SMs; cuOccupancyMaxActiveClusters measured 66).
@@ -517,7 +525,8 @@ def gemm_wgmma(
         desc_c = _c_map_w32(ot.ptr, n, m)
     name = _wgmma_name(fmt, tile_n, promote, cluster, pingpong)
     kernel = jit.get_kernel(GEMM_WGMMA, name, target)
-    smem = wgmma_smem_bytes(tile_n)
+    vc = wgmma_vec_cols(fmt, tile_n, pingpong)
+    smem = wgmma_smem_bytes(tile_n, full_staging=vc > 0, vec=4 * (64 + vc) if vc else 0)
     # the last partial round split over k (in the variants built with it)
     has_tail = wgmma_has_tail(tile_n, promote, pingpong)
     k_tiles = k * esize // 128

@@ -54,7 +54,11 @@ def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
     tile_n = 192 if cluster == 2 else 128
     name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
     kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
-    smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True)
+    # the 192-column kernels take the epilogue's vectors through shared memory (out_proj.cu,
+    # EpiGatedResidual's kVecBytes: 192 weight scales and 64 eight-byte gate indices per
+    # warpgroup)
+    vec = 4 * 192 + 64 * 8 if tile_n == 192 else 0
+    smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True, vec=vec)
     ready = -(-m // 128) if fused else 0
     tail = gemm.tail_plan(kernel, m, D, tile_n, cluster, smem, dev, k // 128, ready=ready)
     return GatedGemmPlan(kernel, cluster, tile_n, smem, ready, tail)

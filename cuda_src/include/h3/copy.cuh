@@ -17,6 +17,50 @@ H3_DEVICE void cp_async16(void* smem, const void* gmem, int src_bytes = 16) {
                : "memory");
 }
 
+// 4 or 8 bytes global -> shared through L1 (.ca: only for data no one writes during the launch);
+// src_bytes 0 writes zeros (the source address must still be valid). The epilogues' per-tile row
+// and column vectors (h3/gemm_sm90.cuh, kVecBytes).
+H3_DEVICE void cp_async4(void* smem, const void* gmem, int src_bytes = 4) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(src_bytes)
+               : "memory");
+}
+
+H3_DEVICE void cp_async8(void* smem, const void* gmem, int src_bytes = 8) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(src_bytes)
+               : "memory");
+}
+
+H3_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// Shared-memory loads by 32-bit shared address (LDS; a generic pointer into shared memory
+// compiles to the slower generic LD). Volatile with a memory clobber: they stay below the barrier
+// that makes the data visible.
+H3_DEVICE float lds_f32(u32 a) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+  return v;
+}
+
+H3_DEVICE float2 lds_f2(u32 a) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(a) : "memory");
+  return v;
+}
+
+H3_DEVICE u32 lds_u32(u32 a) {
+  u32 v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+  return v;
+}
+
+H3_DEVICE long long lds_s64(u32 a) {
+  long long v;
+  asm volatile("ld.shared.s64 %0, [%1];" : "=l"(v) : "r"(a) : "memory");
+  return v;
+}
+
 H3_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
 template <int kPending>

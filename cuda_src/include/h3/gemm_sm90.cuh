@@ -75,7 +75,23 @@ constexpr int kOpsFp8Promote = 3;
 // calling the epilogue, so the loads run under the mainloop instead of in the epilogue.
 H3_MEMBER_OR(EpiPrefetches, kPrefetch)
 
-template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false, int kWG = 2>
+// Epilogues may declare `static constexpr int kVecBytes = B` (a multiple of 16) and a member
+//   template <int kBN> void prefetch_vec(int row0, int col0, u8* vec) const
+// which every consumer thread calls once per unit, before its mainloop: it copies the tile's per-row and per-column operands (scales, gate indices) into the
+// warpgroup's B bytes of shared memory `vec` with cp.async, so the epilogue reads them from shared
+// memory instead of waiting on global loads while the tensor cores idle (session 10's engine
+// probe: the FP8 epilogues spent 2-5 us per tile, 7-14% of the consumers' time, mostly load
+// latency). The engine then calls the epilogue with `vec` as a sixth argument; the epilogue
+// waits for its copies (cp.async.wait_all and a warpgroup barrier), and reads `vec` only before
+// its last warpgroup barrier (the next unit's copies overwrite it).
+H3_MEMBER_OR(EpiVecBytes, kVecBytes)
+// `static constexpr bool kFullStaging = true`: the whole 64 x kBN block per warpgroup in the
+// staging buffer (as prefetching epilogues get), stored in one pass (no wait for the previous
+// pass's TMA store to read the buffer in the middle of the epilogue).
+H3_MEMBER_OR(EpiFullStaging, kFullStaging)
+
+template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false, int kWG = 2,
+          int kVecBytes = 0>
 struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256 ||
                     (kFmt == 0 && kPromote == 0 && (kBN == 16 || kBN == 136)),
@@ -99,12 +115,14 @@ struct Sm90GemmCfg {
   // bf16 block, so a prefetched operand tile and the output share it.
   static constexpr int kStagingBytes =
       kWG * (kFullStaging && 64 * kBN * 2 > 2 * 8192 ? 64 * kBN * 2 : 2 * 8192);
+  static_assert(kVecBytes % 16 == 0, "epilogue vectors: a multiple of 16 bytes per warpgroup");
+  static constexpr int kVecTotal = kWG * kVecBytes;  // after the staging buffers
   static constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block
-  static constexpr int kRingBudget = kSmemLimit - 1024 - kStagingBytes - 256;
+  static constexpr int kRingBudget = kSmemLimit - 1024 - kStagingBytes - kVecTotal - 256;
   static constexpr int kStages = kRingBudget / kStageBytes > 6 ? 6 : kRingBudget / kStageBytes;
   // full[S], empty[S], the two ping-pong turn barriers and the two epilogue-prefetch barriers
   static constexpr int kSmemBytes =
-      kStages * kStageBytes + kStagingBytes + (2 * kStages + 4) * 8 + 1024;
+      kStages * kStageBytes + kStagingBytes + kVecTotal + (2 * kStages + 4) * 8 + 1024;
   static constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
   static constexpr int kStepBytes = 32;  // one wgmma k-step: k16 bf16 or k32 e4m3
   static constexpr int kAcc = kBN / 2;   // fp32 fragment registers per thread
@@ -231,6 +249,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   static_assert(!kPingPong || (kPromote == 0 && kBN <= 128),
                 "ping-pong: one warpgroup holds a whole 128 x kBN tile (kBN <= 128, no promotion)");
   constexpr bool kPf = EpiPrefetches<Epi, false>::value;
+  constexpr int kVec = EpiVecBytes<Epi, 0>::value;
+  static_assert(kVec == 0 || (!kPingPong && !kSplitK), "epilogue vectors: cooperative, no split-K");
   static_assert(!kPf || !kPingPong, "epilogue prefetch: cooperative schedule only");
   static_assert(!kPingPong || kWG == 2, "ping-pong: two consumer warpgroups");
   // kSplitK: unit u of the persistent loop is tile u / splits, k-tiles [s k / splits,
@@ -240,7 +260,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                 "split-K: single CTAs, cooperative schedule, no promotion");
   static_assert(!kTail || (!kSplitK && !kPingPong), "tail split: cooperative schedule, no split-K");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster, kPf, kWG>;
+  using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster,
+                          kPf || EpiFullStaging<Epi, false>::value, kWG, kVec>;
   constexpr int kLaunchRegs = (65536 / Cfg::kThreads) / 8 * 8;  // see Sm90GemmCfg's NOTE
   constexpr int kProducerRegs = ProducerRegs<Pro, Cfg::kProducerRegs>::value;
   constexpr int kConsumerRegs =
@@ -256,7 +277,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   // offset is the same in every CTA of a kernel, as multicast needs.
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
   u8* staging = smem + S * Cfg::kStageBytes;
-  u64* full = reinterpret_cast<u64*>(staging + Cfg::kStagingBytes);
+  u8* vec_all = staging + Cfg::kStagingBytes;  // kVec bytes per consumer warpgroup
+  u64* full = reinterpret_cast<u64*>(vec_all + Cfg::kVecTotal);
   u64* empty = full + S;
   u64* turn = empty + S;  // ping-pong: turn[w - 1] lets warpgroup w start its next mainloop
   u64* pf = turn + 2;     // epilogue prefetch: pf[w - 1] completes warpgroup w's operand tile
@@ -436,6 +458,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       float acc[Cfg::kAcc];
       int it = 0, tiles = 0;
       u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / kWG);
+      [[maybe_unused]] u8* my_vec = vec_all + (wg - 1) * kVec;
       // kTail: k-range s of the last round's split tile ti. Writes this warpgroup's partial,
       // counts it, and returns true in the last of the S arrivals, with f replaced by the sum of
       // the S partials in split order.
@@ -495,6 +518,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         const int k_tiles = nk;
         order().tile(tile, mp, nt);
         const int row0 = (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1);
+        // (before the fragments are live: in the first k-tile it spilled the loop counter)
+        if constexpr (kVec > 0) epi.template prefetch_vec<kBN>(row0, nt * kBN, my_vec);
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
         const int it0 = it;
@@ -631,6 +656,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         }
         if constexpr (kSplitK) {
           epi(acc, row0, nt * kBN, my_staging, wg, part);
+        } else if constexpr (kVec > 0) {
+          epi(acc, row0, nt * kBN, my_staging, wg, my_vec);
         } else {
           epi(acc, row0, nt * kBN, my_staging, wg);
         }
@@ -753,7 +780,13 @@ H3_DEVICE void store_fragment_bf16_full(const float (&d)[kAcc], u8* staging, int
 }
 
 // The plain epilogue: C = bf16((acc * row_scale[m]) * col_scale[n]), scales optional, stored by TMA.
+// kVecCols > 0 (tile N, FP8 tiles of 192 columns: their ring keeps its stages): the row and column
+// scales come through shared memory (kVecBytes: 64 row + kVecCols column floats, copied during
+// the mainloop) and the block is stored from a full-width staging buffer in one pass.
+template <int kVecCols = 0>
 struct EpiScaleBf16 {
+  static constexpr int kVecBytes = kVecCols > 0 ? 4 * (64 + kVecCols) : 0;
+  static constexpr bool kFullStaging = kVecCols > 0;
   const float* __restrict__ row_scale;
   const float* __restrict__ col_scale;
   const TmaDesc* desc_c;
@@ -803,6 +836,61 @@ struct EpiScaleBf16 {
         if (x < N) tma_store_2d(desc_c, src, x, row0);
       });
     }
+  }
+
+  // kVecCols: rows row0..row0+63 (zeros past M) at vec[0..63], columns col0.. at vec[64..]
+  template <int kBN>
+  H3_DEVICE void prefetch_vec(int row0, int col0, u8* vec) const {
+    static_assert(kBN == kVecCols, "the vector area holds kVecCols columns");
+    const int tid = threadIdx.x % 128;
+    float* v = reinterpret_cast<float*>(vec);
+    cp_async_wait_all();  // a previous unit's copies (one that ran no epilogue) have landed
+    if (tid < 64) {
+      const int row = row0 + tid;
+      if (row_scale != nullptr) {
+        cp_async4(v + tid, row_scale + (row < M ? row : 0), row < M ? 4 : 0);
+      } else {
+        v[tid] = 1.f;
+      }
+    }
+#pragma unroll
+    for (int c = tid; c < kBN; c += 128) {
+      const int col = col0 + c;
+      if (col_scale != nullptr) {
+        cp_async4(v + 64 + c, col_scale + (col < N ? col : 0), col < N ? 4 : 0);
+      } else {
+        v[64 + c] = 1.f;
+      }
+    }
+    cp_async_commit();
+  }
+
+  template <int kAcc>
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
+                            u8* vec) const {
+    static_assert(2 * kAcc == kVecCols, "the vector area holds this tile's columns");
+    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
+    if (tid == 0) bulk_wait_read();  // the previous tile's stores have read the staging buffer
+    cp_async_wait_all();
+    named_barrier_sync(wg, 128);
+    const u32 v = smem_addr(vec);
+    float rs[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) rs[h] = lds_f32(v + 4 * (16 * w + mma_c_row(lane, 2 * h)));
+#pragma unroll
+    for (int j = 0; j < kAcc / 4; ++j) {
+      const float2 c = lds_f2(v + 4 * (64 + 8 * j + mma_c_col(lane, 0)));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        d[4 * j + 2 * h] = (d[4 * j + 2 * h] * rs[h]) * c.x;
+        d[4 * j + 2 * h + 1] = (d[4 * j + 2 * h + 1] * rs[h]) * c.y;
+      }
+    }
+    // (the vector reads above come before store_fragment_bf16_full's barrier)
+    store_fragment_bf16_full(d, staging, wg, [&](int box, const u8* src) {
+      const int x = col0 + 64 * box;
+      if (x < N) tma_store_2d(desc_c, src, x, row0);
+    });
   }
 };
 

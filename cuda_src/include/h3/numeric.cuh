@@ -41,6 +41,16 @@ H3_DEVICE u32 mul_bf16x2(u32 a, u32 b) {
   return d;
 }
 
+// bf16(a + b) per half of two packed bf16 pairs, as fma(b, 1, a): one rounding of the exact sum.
+// That equals rounding the fp32 sum to bf16: the fp32 rounding of a sum of two bf16 values and
+// then the bf16 one is innocuous double rounding (24 >= 2 x 8 + 1 significand bits), and a zero
+// sum of opposite signs is +0 either way.
+H3_DEVICE u32 add_bf16x2(u32 a, u32 b) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(b), "r"(0x3f803f80u), "r"(a));
+  return d;
+}
+
 H3_DEVICE void unpack_bf16x8(uint4 v, float (&f)[8]) {
   const u32 w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
