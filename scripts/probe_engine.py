@@ -9,6 +9,11 @@ without the probe build in CUDA graphs, so the probe's own cost is visible.
 
     PYTHONPATH=. python3 scripts/probe_engine.py [--m 4824 38592] [--json out.json]
     PYTHONPATH=. python3 scripts/probe_engine.py --prebuild sm_90a   # fill the cache, no GPU
+
+With ``--ab`` it times instead, in one run (CUDA graphs, interleaved), the FP8 forms whose
+epilogues read their row / column vectors from shared memory against the same forms built with
+-DH3_NO_EPI_VEC (the epilogues as before session 10): the plain FP8 GEMM at the O and FC2
+shapes, the FP8 out_proj and the MLP.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
-def probe_specs():
-    """{base spec: its probe build restricted to the kernels the forms below run}."""
+def probe_specs(define: str = "H3_ENGINE_PROBE=1"):
+    """{base spec: its build with ``define`` restricted to the kernels the forms below run}."""
     from h3cupy.core import jit
     from h3cupy.ops import gemm, mlp, out_proj, pre_attention
 
@@ -43,8 +48,7 @@ def probe_specs():
         ],
     }
     return {
-        s: jit.ModuleSpec(s.file, tuple(names), s.defines + ("H3_ENGINE_PROBE=1",))
-        for s, names in used.items()
+        s: jit.ModuleSpec(s.file, tuple(names), s.defines + (define,)) for s, names in used.items()
     }
 
 
@@ -90,21 +94,37 @@ def bf16_gemm_form(m: int, n: int, k: int):
     return lambda i: gemm.gemm_wgmma(a, b, fmt="bf16", out=out)
 
 
+def fp8_gemm_form(m: int, n: int, k: int):
+    """The engine's plain FP8 GEMM (per-row x per-column scales) on random operands."""
+    import torch
+
+    from h3cupy.ops import gemm
+
+    a = (torch.randn(m, k, device="cuda") * 0.5).to(torch.float8_e4m3fn)
+    b = (torch.randn(n, k, device="cuda") * 0.5).to(torch.float8_e4m3fn)
+    rs = torch.rand(m, device="cuda") * 0.01
+    cs = torch.rand(n, device="cuda") * 0.01
+    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    return lambda i: gemm.gemm_wgmma(a, b, fmt="e4m3", row_scale=rs, col_scale=cs, out=out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, nargs="+", default=[4824, 38592])
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json", default=None)
     ap.add_argument("--prebuild", default=None, metavar="TARGET")
+    ap.add_argument("--ab", action="store_true", help="time each form against -DH3_NO_EPI_VEC")
     args = ap.parse_args()
 
     import h3cupy  # noqa: F401  (registers every op)
     from h3cupy.core import jit
 
-    specs = probe_specs()
+    specs = probe_specs("H3_NO_EPI_VEC=1" if args.ab else "H3_ENGINE_PROBE=1")
     if args.prebuild:
-        for s in specs.values():
-            print(jit.build(s, args.prebuild)[0].name, flush=True)
+        for define in ("H3_ENGINE_PROBE=1", "H3_NO_EPI_VEC=1"):
+            for s in probe_specs(define).values():
+                print(jit.build(s, args.prebuild)[0].name, flush=True)
         return
 
     import cupy
@@ -120,10 +140,12 @@ def main() -> None:
         cubin, lowered = jit.build(s, target)
         module = cupy.RawModule(path=str(cubin))
         kernels = {n: module.get_function(lowered[n]) for n in s.names}
-        builds[base] = (
-            kernels,
-            cupy.ndarray((8,), cupy.uint64, module.get_global("h3_engine_probe")),
+        counters = (
+            None
+            if args.ab
+            else cupy.ndarray((8,), cupy.uint64, module.get_global("h3_engine_probe"))
         )
+        builds[base] = (kernels, counters)
     real_get = jit.get_kernel
     active = {"on": False}
 
@@ -145,6 +167,30 @@ def main() -> None:
         return call
 
     rows = []
+    if args.ab:
+        for m in args.m:
+            cases = {}
+            f, *_ = forms("out_proj", m)
+            cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
+            cases["fp8_gemm_fc2"] = fp8_gemm_form(m, 5376, 14336)
+            f, *_ = forms("mlp", m)
+            cases["mlp"] = f["h3"]
+            fns = {}
+            for name, fn in cases.items():
+                fns[name] = fn
+                fns[f"{name}_novec"] = probed(fn)
+            t = bench_graphs(fns, reps=args.reps)
+            for name in cases:
+                a, b = t[name]["median_ms"], t[f"{name}_novec"]["median_ms"]
+                rows.append({"case": name, "M": m, "vec_ms": a, "novec_ms": b, "speedup": b / a})
+                print(
+                    f"{name:<14}{m:>7}  vectors {a:.4f} ms, without {b:.4f} ms: {b / a:.3f}x",
+                    flush=True,
+                )
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
+        return
     for m in args.m:
         cases = {}
         f, *_ = forms("out_proj", m)

@@ -26,7 +26,7 @@ constexpr bool kTailOk = !kPingPong && kPromote != 4 && (kPromote == 0 || kBN <=
 // The scales through shared memory and a one-pass store (EpiScaleBf16's kVecCols) in the FP8
 // 192-column tiles, where the ring keeps its 4 stages (gemm.wgmma_vec_cols mirrors it).
 template <int kFmt, int kBN, bool kPingPong>
-constexpr int kVecCols = kFmt == 1 && kBN == 192 && !kPingPong ? kBN : 0;
+constexpr int kVecCols = H3_EPI_VEC(kFmt == 1 && kBN == 192 && !kPingPong ? kBN : 0);
 
 // kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
 // One kernel per cluster size (the cluster shape is a compile-time attribute of the kernel).

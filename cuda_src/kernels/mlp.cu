@@ -136,7 +136,7 @@ struct EpiSwiglu {
 // ~1.3-1.5x the rate of n128 on the H200, NOTES.md). N = 28672 = 149 x 192 + 64: the last tile
 // column is a tail (B rows past N load as zeros; y columns past 14336 are not stored).
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) mlp_fc1_fp8_x2_sm90(H3_FC1_PARAMS) {
-  const EpiSwiglu<192> epi{a_scale, w_scale, &desc_y, M, N};
+  const EpiSwiglu<H3_EPI_VEC(192)> epi{a_scale, w_scale, &desc_y, M, N};
   gemm_sm90_body<1, 192, kOpsFp8Promote, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 

@@ -85,6 +85,13 @@ H3_MEMBER_OR(EpiPrefetches, kPrefetch)
 // waits for its copies (cp.async.wait_all and a warpgroup barrier), and reads `vec` only before
 // its last warpgroup barrier (the next unit's copies overwrite it).
 H3_MEMBER_OR(EpiVecBytes, kVecBytes)
+// A diagnostic build, never the ops': -DH3_NO_EPI_VEC gives every kernel its epilogue without the
+// vectors (H3_EPI_VEC(n) is then 0), for scripts/probe_engine.py --ab's A/B in one run.
+#ifdef H3_NO_EPI_VEC
+#define H3_EPI_VEC(n) 0
+#else
+#define H3_EPI_VEC(n) (n)
+#endif
 // `static constexpr bool kFullStaging = true`: the whole 64 x kBN block per warpgroup in the
 // staging buffer (as prefetching epilogues get), stored in one pass (no wait for the previous
 // pass's TMA store to read the buffer in the middle of the epilogue).
