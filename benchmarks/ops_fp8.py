@@ -327,7 +327,7 @@ def forms(op: str, m: int, other_tile: bool = False):
         if other_tile:  # the other tile height (pre_attention.FP8_TILE_M 128 <-> 192)
             other = 192 if pre_attention.FP8_TILE_M == 128 else 128
             fns["h3_other_tile"] = with_setting(pre_attention, "FP8_TILE_M", other, fns["h3"])
-            fns["h3_no_tail"] = tail_split(fns["h3"], False)
+        fns["h3_no_tail"] = tail_split(fns["h3"], False)
         args = (x, w, scale, shift, idx, wq, ws, qn, kn, cs)
         chain = chain_pre
         a_in, s_in = fp8_rows(torch.randn(m, D, device="cuda").bfloat16())

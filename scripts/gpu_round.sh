@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -182,6 +182,15 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s10-stage5)  # session 10, last call: the engine probe with the mainloop's waits (operands not
+               # landed / no free stage), and the plain FP8 GEMM with a 5-stage ring (8 KiB of
+               # epilogue staging per warpgroup) against the default in one run, same bytes checked
+    run 60 "$OUT/ab.log" python3 scripts/probe_engine.py --ab stage5 --m 4824 9648 --reps 10 \
+      --json "$OUT/ab_stage5.json"
+    run 90 "$OUT/probe.log" python3 scripts/probe_engine.py --m 4824 --reps 3 --json "$OUT/probe_engine.json"
+    run 60 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --m 4824 9648 --no-compile \
+      --json "$OUT/bench_pre_fp8.json"
     ;;
   s10-ab)  # session 10, fifth call: the epilogue vectors against the same kernels built without
            # them (-DH3_NO_EPI_VEC) in one run, then the two MLP graph tests s10-epi2 left

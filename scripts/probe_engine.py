@@ -10,10 +10,12 @@ without the probe build in CUDA graphs, so the probe's own cost is visible.
     PYTHONPATH=. python3 scripts/probe_engine.py [--m 4824 38592] [--json out.json]
     PYTHONPATH=. python3 scripts/probe_engine.py --prebuild sm_90a   # fill the cache, no GPU
 
-With ``--ab`` it times instead, in one run (CUDA graphs, interleaved), the FP8 forms whose
-epilogues read their row / column vectors from shared memory against the same forms built with
--DH3_NO_EPI_VEC (the epilogues as before session 10): the plain FP8 GEMM at the O and FC2
-shapes, the FP8 out_proj and the MLP.
+With ``--ab NAME`` it times instead, in one run (CUDA graphs, interleaved), forms against the
+same forms on a diagnostic build (AB below), and checks that both give the same bytes:
+``vec``: the FP8 epilogues without their shared-memory vectors (-DH3_NO_EPI_VEC: the epilogues as
+before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_proj and the MLP;
+``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
+warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring.
 """
 
 from __future__ import annotations
@@ -28,8 +30,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
-def probe_specs(define: str = "H3_ENGINE_PROBE=1"):
-    """{base spec: its build with ``define`` restricted to the kernels the forms below run}."""
+#: A/B builds: name -> (defines, only the GEMM_WGMMA module)
+AB = {
+    "vec": (("H3_NO_EPI_VEC=1",), False),
+    "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
+}
+
+
+def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
+    """{base spec: its build with ``define`` (a string or a tuple) restricted to the kernels the
+    forms below run}."""
     from h3cupy.core import jit
     from h3cupy.ops import gemm, mlp, out_proj, pre_attention
 
@@ -47,8 +57,11 @@ def probe_specs(define: str = "H3_ENGINE_PROBE=1"):
             "h3::pre_attention_fp8_x2_sm90<0>",
         ],
     }
+    defines = (define,) if isinstance(define, str) else tuple(define)
     return {
-        s: jit.ModuleSpec(s.file, tuple(names), s.defines + (define,)) for s, names in used.items()
+        s: jit.ModuleSpec(s.file, tuple(names), s.defines + defines)
+        for s, names in used.items()
+        if not gemm_only or s is gemm.GEMM_WGMMA
     }
 
 
@@ -105,7 +118,12 @@ def fp8_gemm_form(m: int, n: int, k: int):
     rs = torch.rand(m, device="cuda") * 0.01
     cs = torch.rand(n, device="cuda") * 0.01
     out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    return lambda i: gemm.gemm_wgmma(a, b, fmt="e4m3", row_scale=rs, col_scale=cs, out=out)
+
+    def fn(i):
+        gemm.gemm_wgmma(a, b, fmt="e4m3", row_scale=rs, col_scale=cs, out=out)
+
+    fn.out = out  # the A/B compares the bytes of both builds
+    return fn
 
 
 def main() -> None:
@@ -114,17 +132,18 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json", default=None)
     ap.add_argument("--prebuild", default=None, metavar="TARGET")
-    ap.add_argument("--ab", action="store_true", help="time each form against -DH3_NO_EPI_VEC")
+    ap.add_argument("--ab", default=None, choices=sorted(AB), help="time forms against a build")
     args = ap.parse_args()
 
     import h3cupy  # noqa: F401  (registers every op)
     from h3cupy.core import jit
 
-    specs = probe_specs("H3_NO_EPI_VEC=1" if args.ab else "H3_ENGINE_PROBE=1")
+    specs = probe_specs(*AB[args.ab]) if args.ab else probe_specs()
     if args.prebuild:
-        for define in ("H3_ENGINE_PROBE=1", "H3_NO_EPI_VEC=1"):
-            for s in probe_specs(define).values():
-                print(jit.build(s, args.prebuild)[0].name, flush=True)
+        for s in [*probe_specs().values()] + [
+            s for ab in AB.values() for s in probe_specs(*ab).values()
+        ]:
+            print(jit.build(s, args.prebuild)[0].name, flush=True)
         return
 
     import cupy
@@ -156,35 +175,70 @@ def main() -> None:
 
     jit.get_kernel = get_kernel
 
+    from h3cupy.ops import gemm
+
+    real_smem = gemm.wgmma_smem_bytes
+
     def probed(fn):
         def call(i):
             active["on"] = True
+            if args.ab == "stage5":  # its 5-stage ring needs more than the default's layout
+                gemm.wgmma_smem_bytes = lambda *a, **k: 232448
             try:
                 return fn(i)
             finally:
                 active["on"] = False
+                gemm.wgmma_smem_bytes = real_smem
 
         return call
 
     rows = []
     if args.ab:
+        shapes = {
+            "o": (5376, 7168),
+            "fc2": (5376, 14336),
+            "qkv": (21504, 5376),
+            "fc1": (28672, 5376),
+        }
         for m in args.m:
             cases = {}
-            f, *_ = forms("out_proj", m)
-            cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
-            cases["fp8_gemm_fc2"] = fp8_gemm_form(m, 5376, 14336)
-            f, *_ = forms("mlp", m)
-            cases["mlp"] = f["h3"]
+            if args.ab == "vec":
+                f, *_ = forms("out_proj", m)
+                cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
+                cases["fp8_gemm_fc2"] = fp8_gemm_form(m, 5376, 14336)
+                f, *_ = forms("mlp", m)
+                cases["mlp"] = f["h3"]
+            else:
+                for s, (n, k) in shapes.items():
+                    cases[f"fp8_gemm_{s}"] = fp8_gemm_form(m, n, k)
             fns = {}
             for name, fn in cases.items():
                 fns[name] = fn
-                fns[f"{name}_novec"] = probed(fn)
+                fns[f"{name}_ab"] = probed(fn)
             t = bench_graphs(fns, reps=args.reps)
-            for name in cases:
-                a, b = t[name]["median_ms"], t[f"{name}_novec"]["median_ms"]
-                rows.append({"case": name, "M": m, "vec_ms": a, "novec_ms": b, "speedup": b / a})
+            for name, fn in cases.items():
+                a, b = t[name]["median_ms"], t[f"{name}_ab"]["median_ms"]
+                same = None
+                if hasattr(fn, "out"):  # the same bytes from both builds
+                    fn(0)
+                    ref = fn.out.clone()
+                    fn.out.fill_(float("nan"))
+                    probed(fn)(0)
+                    same = bool(torch.equal(ref.view(torch.int16), fn.out.view(torch.int16)))
+                rows.append(
+                    {
+                        "ab": args.ab,
+                        "case": name,
+                        "M": m,
+                        "default_ms": a,
+                        "ab_ms": b,
+                        "default_speedup": b / a,
+                        "same_bytes": same,
+                    }
+                )
                 print(
-                    f"{name:<14}{m:>7}  vectors {a:.4f} ms, without {b:.4f} ms: {b / a:.3f}x",
+                    f"{name:<14}{m:>7}  default {a:.4f} ms, {args.ab} build {b:.4f} ms: "
+                    f"default {b / a:.3f}x faster; same bytes: {same}",
                     flush=True,
                 )
         if args.json:
@@ -232,6 +286,13 @@ def main() -> None:
                     # the tail split's non-last arrivals after their partials, the last stores)
                     "wg_loop_us_sum": v[5] / 1e3,
                     "parts_us_sum": busy / 1e3,
+                    # within the mainloop: waits for landed operands (the feed behind)
+                    "full_wait_us_per_unit": v[6] / 1e3 / units,
+                    # the TMA producer's waits for free stages, per unit of a CTA (the consumer
+                    # warpgroups, 2 or 3 per CTA, each count a unit)
+                    "producer_empty_wait_us_per_unit": v[7]
+                    / 1e3
+                    / (units / (3 if "m192" in name else 2)),
                 }
                 rows.append(row)
                 print(
@@ -240,7 +301,9 @@ def main() -> None:
                     f"{row['mainloop_us_per_unit']:.2f} us, prefetch wait "
                     f"{row['prefetch_wait_us_per_unit']:.2f} us, epilogue "
                     f"{row['epilogue_us_per_epilogue']:.2f} us ({100 * row['epilogue_share']:.1f}%"
-                    " of the warpgroups' time)",
+                    " of the warpgroups' time); in the mainloop, waits for operands "
+                    f"{row['full_wait_us_per_unit']:.2f} us; the producer's waits for free stages "
+                    f"{row['producer_empty_wait_us_per_unit']:.2f} us",
                     flush=True,
                 )
     if args.json:

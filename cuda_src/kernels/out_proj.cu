@@ -256,7 +256,7 @@ struct EpiGatedResidual {
       });
     } else if constexpr ((kAcc / 4) % 8 == 0) {
       store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
-        const int x = col0 + 128 * p + 64 * box;
+        const int x = col0 + kPassCols * p + 64 * box;
         if (x < N) tma_store_2d(desc_out, src, x, row0);
       });
     } else {  // n224: 32-column boxes (desc_out has 32 x 64 boxes, 64B swizzle)

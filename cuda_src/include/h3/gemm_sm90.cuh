@@ -97,6 +97,17 @@ H3_MEMBER_OR(EpiVecBytes, kVecBytes)
 // pass's TMA store to read the buffer in the middle of the epilogue).
 H3_MEMBER_OR(EpiFullStaging, kFullStaging)
 
+// 8 KiB boxes of epilogue staging per consumer warpgroup (without full staging): 2, stored in
+// passes of 128 columns. A diagnostic build for kernels/gemm_wgmma.cu only (the pre-attention
+// epilogues assume 128-column passes): -DH3_STAGING_8K gives one box, 64-column passes, and the
+// ring the 8 KiB per warpgroup (the FP8 192-column tiles then get 5 stages instead of 4).
+#ifdef H3_STAGING_8K
+constexpr int kStagingBoxes = 1;
+#else
+constexpr int kStagingBoxes = 2;
+#endif
+constexpr int kPassCols = 64 * kStagingBoxes;
+
 template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false, int kWG = 2,
           int kVecBytes = 0>
 struct Sm90GemmCfg {
@@ -121,7 +132,8 @@ struct Sm90GemmCfg {
   // With kFullStaging (prefetching epilogues) each warpgroup's buffer holds its whole 64 x kBN
   // bf16 block, so a prefetched operand tile and the output share it.
   static constexpr int kStagingBytes =
-      kWG * (kFullStaging && 64 * kBN * 2 > 2 * 8192 ? 64 * kBN * 2 : 2 * 8192);
+      kWG * (kFullStaging && 64 * kBN * 2 > kStagingBoxes * 8192 ? 64 * kBN * 2
+                                                                 : kStagingBoxes * 8192);
   static_assert(kVecBytes % 16 == 0, "epilogue vectors: a multiple of 16 bytes per warpgroup");
   static constexpr int kVecTotal = kWG * kVecBytes;  // after the staging buffers
   static constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block
@@ -155,7 +167,9 @@ struct Sm90GemmCfg {
 // h3_engine_probe: [0] the mainloop (from the unit's start to its last wgmma retired and
 // promoted), [1] the wait for the epilogue's prefetched operand, [2] the epilogue (the tail
 // split's partial sums included), [3] units run, [4] epilogues run, [5] the warpgroup's whole
-// loop (setmaxnreg to its last store's completion).
+// loop (setmaxnreg to its last store's completion), [6] the consumers' waits for full stages
+// (operands not yet landed: the feed is behind), [7] the TMA producer's waits for empty stages
+// (the consumers are behind).
 #ifdef H3_ENGINE_PROBE
 extern "C" {  // C linkage: the host finds it by this name (cupy's get_global)
 __device__ unsigned long long h3_engine_probe[8];
@@ -165,9 +179,13 @@ __device__ unsigned long long h3_engine_probe[8];
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t))
 #define H3_EP_ADD(i, v) \
   if (threadIdx.x % 128 == 0) atomicAdd(&h3_engine_probe[i], static_cast<unsigned long long>(v))
+#define H3_EP_DECL(v) u64 v = 0
+#define H3_EP_ACC(v, t0, t1) v += (t1) - (t0)
 #else
 #define H3_EP_STAMP(t)
 #define H3_EP_ADD(i, v)
+#define H3_EP_DECL(v)
+#define H3_EP_ACC(v, t0, t1)
 #endif
 
 // Grouped (L2-friendly) order of the output tiles (or tile pairs).
@@ -360,6 +378,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
+      H3_EP_DECL(ep_empty);
       int it = 0;
       const int units = unit_count();
       for (int t = cluster_id; t < units; t += clusters) {
@@ -371,7 +390,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         pro.before_a(m0);
         for (int kt = 0; kt < nk; ++kt, ++it) {
           const int s = it % S;
+          H3_EP_STAMP(pw0);
           if (it >= S) mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
+          H3_EP_STAMP(pw1);
+          H3_EP_ACC(ep_empty, pw0, pw1);
           u8* st = smem + s * Cfg::kStageBytes;
           const int x = (kt0 + kt) * Cfg::kElemsPerRow;
           mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
@@ -384,6 +406,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           }
         }
       }
+      H3_EP_ADD(7, ep_empty);
     } else if (threadIdx.x >= 32) {
       pro.spare(threadIdx.x / 32, first_rows());
     }
@@ -533,9 +556,13 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         // Issue the 4 k-steps of k-tile kt into fragment f (scale_d = 0 on the first one when
         // `fresh`); waits for the stage's TMA bytes first. After k-tile 0, the epilogue's
         // operand prefetch (if any) starts.
+        H3_EP_DECL(ep_full);
         auto issue = [&](float(&f)[Cfg::kAcc], int kt, bool fresh) {
           const int s = (it0 + kt) % S;
+          H3_EP_STAMP(fw0);
           mbar_wait(&full[s], ((it0 + kt) / S) & 1);
+          H3_EP_STAMP(fw1);
+          H3_EP_ACC(ep_full, fw0, fw1);
           const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
           const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
           wgmma_fence();
@@ -647,6 +674,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         H3_EP_STAMP(ep1);
         H3_EP_ADD(0, ep1 - ep0);
         H3_EP_ADD(3, 1);
+        H3_EP_ADD(6, ep_full);
         if constexpr (kPf) mbar_wait(&pf[wg - 1], tiles & 1);
         H3_EP_STAMP(ep2);
         H3_EP_ADD(1, ep2 - ep1);
@@ -702,15 +730,16 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
   constexpr int kBoxBytes = 64 * kRowBytes;   // 8 or 4 KiB
   // NOTE: a partly filled box would store stale staging bytes into the next tile's columns.
   static_assert(kGroups % kBoxGroups == 0, "the fragment must fill whole boxes");
+  constexpr int kPass = 8 * kStagingBoxes;  // groups per pass: the staging buffer's 8 KiB boxes
   const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
   const u32 base = smem_addr(staging);
 #pragma unroll
-  for (int p = 0; p < (kGroups + 15) / 16; ++p) {
+  for (int p = 0; p < (kGroups + kPass - 1) / kPass; ++p) {
     if (tid == 0) bulk_wait_read();
     named_barrier_sync(bar_id, 128);
 #pragma unroll
-    for (int jj = 0; jj < 16; ++jj) {
-      const int j = 16 * p + jj;
+    for (int jj = 0; jj < kPass; ++jj) {
+      const int j = kPass * p + jj;
       if (j >= kGroups) break;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -727,8 +756,8 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
     named_barrier_sync(bar_id, 128);
     if (tid == 0) {
 #pragma unroll
-      for (int box = 0; box < 16 / kBoxGroups; ++box)
-        if (16 * p + kBoxGroups * box < kGroups) store(p, box, staging + box * kBoxBytes);
+      for (int box = 0; box < kPass / kBoxGroups; ++box)
+        if (kPass * p + kBoxGroups * box < kGroups) store(p, box, staging + box * kBoxBytes);
       bulk_commit();
     }
   }
@@ -747,8 +776,9 @@ H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_
 template <int kAcc, class StoreBox>
 H3_DEVICE void store_fragment_bf16_w32(const float (&d)[kAcc], u8* staging, int bar_id,
                                        const StoreBox& store) {
-  store_fragment_bf16_boxes<32>(d, staging, bar_id,
-                                [&](int p, int box, const u8* src) { store(4 * p + box, src); });
+  store_fragment_bf16_boxes<32>(d, staging, bar_id, [&](int p, int box, const u8* src) {
+    store(2 * kStagingBoxes * p + box, src);
+  });
 }
 
 // Shared-memory address of the bf16 pair that thread `lane` of warp `w` holds for 8-column group
@@ -834,7 +864,7 @@ struct EpiScaleBf16 {
     }
     if constexpr ((kAcc / 4) % 8 == 0) {
       store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
-        const int x = col0 + 128 * p + 64 * box;
+        const int x = col0 + kPassCols * p + 64 * box;
         if (x < N) tma_store_2d(desc_c, src, x, row0);
       });
     } else {  // n224: 32-column boxes (desc_c has 32 x 64 boxes, 64B swizzle)
