@@ -133,16 +133,29 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--prebuild", default=None, metavar="TARGET")
     ap.add_argument("--ab", default=None, choices=sorted(AB), help="time forms against a build")
+    ap.add_argument(
+        "--probe-on", default=None, choices=sorted(AB), help="probe that A/B build's kernels"
+    )
+    ap.add_argument("--cases", nargs="*", default=None, help="probe only these cases")
     args = ap.parse_args()
 
     import h3cupy  # noqa: F401  (registers every op)
     from h3cupy.core import jit
 
-    specs = probe_specs(*AB[args.ab]) if args.ab else probe_specs()
+    probe_defines = ("H3_ENGINE_PROBE=1",) + tuple(AB[args.probe_on][0] if args.probe_on else ())
+    only = AB[args.probe_on][1] if args.probe_on else False
+    specs = probe_specs(*AB[args.ab]) if args.ab else probe_specs(probe_defines, only)
+    wide = args.ab == "stage5" or args.probe_on == "stage5"
     if args.prebuild:
-        for s in [*probe_specs().values()] + [
-            s for ab in AB.values() for s in probe_specs(*ab).values()
-        ]:
+        for s in (
+            [*probe_specs().values()]
+            + [s for ab in AB.values() for s in probe_specs(*ab).values()]
+            + [
+                s
+                for d, g in AB.values()
+                for s in probe_specs(("H3_ENGINE_PROBE=1",) + d, g).values()
+            ]
+        ):
             print(jit.build(s, args.prebuild)[0].name, flush=True)
         return
 
@@ -182,7 +195,7 @@ def main() -> None:
     def probed(fn):
         def call(i):
             active["on"] = True
-            if args.ab == "stage5":  # its 5-stage ring needs more than the default's layout
+            if wide:  # stage5's 5-stage ring needs more than the default's layout
                 gemm.wgmma_smem_bytes = lambda *a, **k: 232448
             try:
                 return fn(i)
@@ -256,6 +269,10 @@ def main() -> None:
         cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
         cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
         cases["bf16_gemm_o"] = bf16_gemm_form(m, 5376, 7168)
+        if args.probe_on:  # that build's kernels differ from the default in gemm_wgmma only
+            cases = {k: v for k, v in cases.items() if k.startswith(("fp8_gemm", "bf16_gemm"))}
+        if args.cases:
+            cases = {k: v for k, v in cases.items() if k in args.cases}
         for name, fn in cases.items():
             t = bench_graphs({"plain": fn, "probe": probed(fn)}, reps=args.reps)
             fn(0)
