@@ -313,8 +313,7 @@ def engine_grid(
 TAIL_MAX_SPLITS = 4
 #: Split-K of the last partial round (h3/gemm_sm90.cuh TailSplit) in the engine kernels built
 #: with it: the FP8 out_proj's and the MLP's FC2 (gated residual), the BF16 pre-attention, the
-#: FP8 pre-attention's two-warpgroup kernels, and the gemm_wgmma variants of
-#: :func:`wgmma_has_tail` (its bf16 224 / 256-column tiles, the default at M > 256, have none).
+#: FP8 pre-attention (both tile heights), and the gemm_wgmma variants of :func:`wgmma_has_tail`.
 #: The tiles left over for the persistent grid's last round run as up to 4 k-ranges each on
 #: otherwise idle clusters, summed in a fixed order by the last to finish: bitwise the same run to
 #: run, eager or in a CUDA graph. On by default since session 9 (benchmarks/NOTES.md); its
