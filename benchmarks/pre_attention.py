@@ -54,14 +54,14 @@ def torch_chain(x, w, scale, shift, idx, qkv_w, qn, kn, cs, p, eps=1e-5):
     return packed.view(m, p, HEADS // p, 3, HD).transpose(0, 1).contiguous()
 
 
-def run_one(p: int, rng, compiled, reps: int, t: int = T, breakdown: bool = False) -> dict:
+def op_inputs(m: int, p: int, rng):
+    """The op's inputs at M rows for Ulysses degree P, in the model's distributions:
+    ``(chain_args, out, workspace)`` with chain_args = (x, w, scale, shift, idx, qkv_w, qn, kn,
+    cs, p) as :func:`torch_chain` takes them (scripts/probe_engine.py builds the same)."""
     import torch
 
-    from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention
     from h3cupy.reference import inputs
-    from h3cupy.testing import bench_graphs
 
-    m = t // p
     host = inputs.prologue_inputs(m, rows=9, rng=rng)
 
     def dev(a):
@@ -79,13 +79,22 @@ def run_one(p: int, rng, compiled, reps: int, t: int = T, breakdown: bool = Fals
     cs = dev(inputs.rope_cache(m))
     out = torch.empty((p, m, HEADS // p, 3, HD), dtype=torch.bfloat16, device="cuda")
     ws = torch.empty((m, D), dtype=torch.bfloat16, device="cuda")
+    return (x, w, scale, shift, idx, qkv_w, qn, kn, cs, p), out, ws
+
+
+def run_one(p: int, rng, compiled, reps: int, t: int = T, breakdown: bool = False) -> dict:
+    import torch
+
+    from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention
+    from h3cupy.testing import bench_graphs
+
+    m = t // p
+    chain_args, out, ws = op_inputs(m, p, rng)
+    qkv_w = chain_args[5]
     a_in = torch.randn(m, D, device="cuda").bfloat16()
-    chain_args = (x, w, scale, shift, idx, qkv_w, qn, kn, cs, p)
 
     def h3():
-        minimax_h3_bf16_pre_attention(
-            x, w, scale, shift, idx, qkv_w, qn, kn, cs, ulysses_degree=p, out=out, workspace=ws
-        )
+        minimax_h3_bf16_pre_attention(*chain_args[:9], ulysses_degree=p, out=out, workspace=ws)
 
     def h3_no_tail():
         """h3 with the engine's tail split off (gemm.TAIL_SPLIT), for the A/B in one run."""

@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -182,6 +182,21 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s11-waits)  # next session (written in session 10, unrun): what the mainloop's operand waits are.
+              # The new single-CTA FP8 n192 variant's tests (smoke), then the probe (with the
+              # waits in each unit's first stages split out) on the default FP8 GEMM and on the
+              # same tiles without the cluster, and the engine benchmark of both forms
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "e4m3-n192-p3-x1 or (e4m3-n192-p3-x2 and 300x1000)"
+    [ "$status" = 0 ] || exit 1
+    smi_start
+    run 90 "$OUT/probe.log" python3 scripts/probe_engine.py --m 4824 9648 --reps 5 \
+      --cases fp8_gemm_o fp8_gemm_o_x1 bf16_gemm_o out_proj_gemm --json "$OUT/probe_engine.json"
+    run 90 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes o fc2 qkv fc1 --m 4824 9648 \
+      --backend wgmma wgmma192p3 --reps 10 --json "$OUT/bench_gemm_fp8.json"
+    smi_stop
+    run 100 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k "test_bf16_pre_attention[4824]"
+    run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json"
     ;;
   s10-stage5p)  # session 10, after s10-stage5: the engine probe on the 5-stage build's GEMMs and
                 # on the default's, same run (do 5 stages cut the mainloop's operand waits?)

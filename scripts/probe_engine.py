@@ -46,6 +46,7 @@ def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
     used = {
         gemm.GEMM_WGMMA: [
             gemm._wgmma_name("e4m3", 192, gemm.FP8_PROMOTE, 2, False),
+            gemm._wgmma_name("e4m3", 192, gemm.FP8_PROMOTE, 1, False),
             gemm._wgmma_name("bf16", 256, 0, 2, False),
             gemm._wgmma_name("bf16", 224, 0, 2, False),
         ],
@@ -67,32 +68,13 @@ def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
 
 def bf16_pre_attention_form(m: int):
     """The BF16 pre-attention at M (P = 1 layout), as benchmarks/pre_attention.py builds it."""
-    import torch
-    from pre_attention import HD, HEADS
+    from pre_attention import op_inputs
 
     from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention
-    from h3cupy.reference import inputs
 
-    D = 5376
-    host = inputs.prologue_inputs(m, rows=9, rng=np.random.default_rng(0))
-
-    def dev(a):
-        a = np.ascontiguousarray(a)
-        if a.dtype.name == "bfloat16":
-            return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
-        return torch.from_numpy(a).cuda()
-
-    mod = dev(host["modulation"])
-    x, w, idx = dev(host["x"]), dev(host["x_norm_weight"]), dev(host["adaln_index"])
-    scale, shift = mod[:, D : 2 * D], mod[:, 0:D]
-    qkv_w = (torch.randn(3 * HEADS * HD, D, device="cuda") * 0.01).bfloat16()
-    qn = (torch.rand(HD, device="cuda") * 0.2 + 0.9).bfloat16()
-    kn = (torch.rand(HD, device="cuda") * 0.2 + 0.9).bfloat16()
-    cs = dev(inputs.rope_cache(m))
-    out = torch.empty((1, m, HEADS, 3, HD), dtype=torch.bfloat16, device="cuda")
-    ws = torch.empty((m, D), dtype=torch.bfloat16, device="cuda")
+    args, out, ws = op_inputs(m, 1, np.random.default_rng(0))
     return lambda i: minimax_h3_bf16_pre_attention(
-        x, w, scale, shift, idx, qkv_w, qn, kn, cs, ulysses_degree=1, out=out, workspace=ws
+        *args[:9], ulysses_degree=1, out=out, workspace=ws
     )
 
 
@@ -107,8 +89,9 @@ def bf16_gemm_form(m: int, n: int, k: int):
     return lambda i: gemm.gemm_wgmma(a, b, fmt="bf16", out=out)
 
 
-def fp8_gemm_form(m: int, n: int, k: int):
-    """The engine's plain FP8 GEMM (per-row x per-column scales) on random operands."""
+def fp8_gemm_form(m: int, n: int, k: int, cluster=None):
+    """The engine's plain FP8 GEMM (per-row x per-column scales) on random operands; ``cluster``
+    1: the default's 192-column tiles on single CTAs."""
     import torch
 
     from h3cupy.ops import gemm
@@ -120,7 +103,8 @@ def fp8_gemm_form(m: int, n: int, k: int):
     out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
 
     def fn(i):
-        gemm.gemm_wgmma(a, b, fmt="e4m3", row_scale=rs, col_scale=cs, out=out)
+        kw = {} if cluster is None else {"tile_n": 192, "promote": 3, "cluster": cluster}
+        gemm.gemm_wgmma(a, b, fmt="e4m3", row_scale=rs, col_scale=cs, out=out, **kw)
 
     fn.out = out  # the A/B compares the bytes of both builds
     return fn
@@ -175,7 +159,7 @@ def main() -> None:
         counters = (
             None
             if args.ab
-            else cupy.ndarray((8,), cupy.uint64, module.get_global("h3_engine_probe"))
+            else cupy.ndarray((16,), cupy.uint64, module.get_global("h3_engine_probe"))
         )
         builds[base] = (kernels, counters)
     real_get = jit.get_kernel
@@ -254,9 +238,7 @@ def main() -> None:
                     f"default {b / a:.3f}x faster; same bytes: {same}",
                     flush=True,
                 )
-        if args.json:
-            with open(args.json, "w") as fh:
-                json.dump(rows, fh, indent=1)
+        _dump(rows, args.json)
         return
     for m in args.m:
         cases = {}
@@ -269,6 +251,8 @@ def main() -> None:
         cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
         cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
         cases["bf16_gemm_o"] = bf16_gemm_form(m, 5376, 7168)
+        # the default's FP8 tiles on single CTAs (no B multicast between a cluster's pair)
+        cases["fp8_gemm_o_x1"] = fp8_gemm_form(m, 5376, 7168, cluster=1)
         if args.probe_on:  # that build's kernels differ from the default in gemm_wgmma only
             cases = {k: v for k, v in cases.items() if k.startswith(("fp8_gemm", "bf16_gemm"))}
         if args.cases:
@@ -305,6 +289,8 @@ def main() -> None:
                     "parts_us_sum": busy / 1e3,
                     # within the mainloop: waits for landed operands (the feed behind)
                     "full_wait_us_per_unit": v[6] / 1e3 / units,
+                    # of it, in the unit's first kStages k-tiles (the refill across the boundary)
+                    "full_wait_head_us_per_unit": v[8] / 1e3 / units,
                     # the TMA producer's waits for free stages, per unit of a CTA (the consumer
                     # warpgroups, 2 or 3 per CTA, each count a unit)
                     "producer_empty_wait_us_per_unit": v[7]
@@ -319,12 +305,18 @@ def main() -> None:
                     f"{row['prefetch_wait_us_per_unit']:.2f} us, epilogue "
                     f"{row['epilogue_us_per_epilogue']:.2f} us ({100 * row['epilogue_share']:.1f}%"
                     " of the warpgroups' time); in the mainloop, waits for operands "
-                    f"{row['full_wait_us_per_unit']:.2f} us; the producer's waits for free stages "
+                    f"{row['full_wait_us_per_unit']:.2f} us ("
+                    f"{row['full_wait_head_us_per_unit']:.2f} in its first stages); the producer's"
+                    " waits for free stages "
                     f"{row['producer_empty_wait_us_per_unit']:.2f} us",
                     flush=True,
                 )
-    if args.json:
-        with open(args.json, "w") as fh:
+    _dump(rows, args.json)
+
+
+def _dump(rows: list, path: str | None) -> None:
+    if path:
+        with open(path, "w") as fh:
             json.dump(rows, fh, indent=1)
 
 

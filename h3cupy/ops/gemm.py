@@ -173,6 +173,9 @@ WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: The fifth field selects the ping-pong schedule (each consumer warpgroup takes whole 128 x 128
 #: tiles, alternately, so one warpgroup's epilogue overlaps the other's MMAs) instead of the
 #: cooperative one (both warpgroups on one 128 x N tile).
+#: The single-CTA FP8 n192 variant is benchmark-only: the default's tiles without the cluster's
+#: B multicast, to measure whether the pairing of two CTAs on one ring refill costs the
+#: mainloop's operand waits (NOTES.md session 10).
 WGMMA_VARIANTS = (
     ("bf16", 256, 0, 2, False),
     ("bf16", 224, 0, 2, False),
@@ -187,6 +190,7 @@ WGMMA_VARIANTS = (
     ("e4m3", 192, 4, 2, False),
     ("e4m3", 192, 0, 2, False),
     ("e4m3", 224, 3, 2, False),
+    ("e4m3", 192, 3, 1, False),
 )
 
 

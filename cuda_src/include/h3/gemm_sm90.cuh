@@ -169,10 +169,11 @@ struct Sm90GemmCfg {
 // split's partial sums included), [3] units run, [4] epilogues run, [5] the warpgroup's whole
 // loop (setmaxnreg to its last store's completion), [6] the consumers' waits for full stages
 // (operands not yet landed: the feed is behind), [7] the TMA producer's waits for empty stages
-// (the consumers are behind).
+// (the consumers are behind), [8] the part of [6] in each unit's first kStages k-tiles (the
+// ring's refill across the tile boundary against the steady state).
 #ifdef H3_ENGINE_PROBE
 extern "C" {  // C linkage: the host finds it by this name (cupy's get_global)
-__device__ unsigned long long h3_engine_probe[8];
+__device__ unsigned long long h3_engine_probe[16];
 }
 #define H3_EP_STAMP(t) \
   u64 t;               \
@@ -181,11 +182,14 @@ __device__ unsigned long long h3_engine_probe[8];
   if (threadIdx.x % 128 == 0) atomicAdd(&h3_engine_probe[i], static_cast<unsigned long long>(v))
 #define H3_EP_DECL(v) u64 v = 0
 #define H3_EP_ACC(v, t0, t1) v += (t1) - (t0)
+#define H3_EP_ACC_IF(c, v, t0, t1) \
+  if (c) v += (t1) - (t0)
 #else
 #define H3_EP_STAMP(t)
 #define H3_EP_ADD(i, v)
 #define H3_EP_DECL(v)
 #define H3_EP_ACC(v, t0, t1)
+#define H3_EP_ACC_IF(c, v, t0, t1)
 #endif
 
 // Grouped (L2-friendly) order of the output tiles (or tile pairs).
@@ -557,12 +561,14 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         // `fresh`); waits for the stage's TMA bytes first. After k-tile 0, the epilogue's
         // operand prefetch (if any) starts.
         H3_EP_DECL(ep_full);
+        H3_EP_DECL(ep_full_head);
         auto issue = [&](float(&f)[Cfg::kAcc], int kt, bool fresh) {
           const int s = (it0 + kt) % S;
           H3_EP_STAMP(fw0);
           mbar_wait(&full[s], ((it0 + kt) / S) & 1);
           H3_EP_STAMP(fw1);
           H3_EP_ACC(ep_full, fw0, fw1);
+          H3_EP_ACC_IF(kt < S, ep_full_head, fw0, fw1);
           const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
           const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
           wgmma_fence();
@@ -675,6 +681,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         H3_EP_ADD(0, ep1 - ep0);
         H3_EP_ADD(3, 1);
         H3_EP_ADD(6, ep_full);
+        H3_EP_ADD(8, ep_full_head);
         if constexpr (kPf) mbar_wait(&pf[wg - 1], tiles & 1);
         H3_EP_STAMP(ep2);
         H3_EP_ADD(1, ep2 - ep1);
