@@ -49,8 +49,8 @@ namespace h3 {
 // gate pair is loaded at once, and each output pair is formed in bf16x2 (o's conversion, the
 // gated product and the residual add: add_bf16x2, the same bits as the fp32 add rounded) and
 // written over its residual pair in the staging buffer; rows with an invalid index keep the
-// residual bytes there. Session 10's engine probe measured the per-tile epilogue at 5.0 us (of
-// ~35 us) before this, 2.2 us for the plain GEMM's.
+// residual bytes there. Session 10's engine probe: the per-tile epilogue went from 5.0 to 3.8 us
+// (of ~35 us), and the kernel's time did not move (NOTES.md session 10).
 template <bool kLiveScale, bool kAlpha = false, bool kResTma = false, int kVecCols = 0>
 struct EpiGatedResidual {
   static_assert(kVecCols == 0 || (kResTma && !kAlpha), "vectors: the residual by TMA, no alpha");
@@ -131,22 +131,22 @@ struct EpiGatedResidual {
       valid[h] = gi >= 0 && gi < rows;  // false past M
       grow[h] = gate + (valid[h] ? gi : 0) * gate_stride;
     }
-    // every gate pair of the tile loaded at once (one memory latency; kHalf = kAcc / 8 would
-    // make it two batches where registers are short)
-    constexpr int kHalf = kAcc / 4;
+    // every gate pair of the tile loaded at once: one batch, one memory latency (kBatch = kAcc / 8
+    // would make it two where registers are short)
+    constexpr int kBatch = kAcc / 4;
     const u32 base = smem_addr(staging);
 #pragma unroll
-    for (int j0 = 0; j0 < kAcc / 4; j0 += kHalf) {
-      u32 gv[2][kHalf];
+    for (int j0 = 0; j0 < kAcc / 4; j0 += kBatch) {
+      u32 gv[2][kBatch];
 #pragma unroll
-      for (int t = 0; t < kHalf; ++t)
+      for (int t = 0; t < kBatch; ++t)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int col = col0 + 8 * (j0 + t) + 2 * q4;
           gv[h][t] = valid[h] && col < N ? *reinterpret_cast<const u32*>(grow[h] + col) : 0u;
         }
 #pragma unroll
-      for (int t = 0; t < kHalf; ++t) {
+      for (int t = 0; t < kBatch; ++t) {
         const int j = j0 + t;
         const float2 ws = lds_f2(vws + 4 * (8 * j + 2 * q4));
 #pragma unroll
