@@ -42,6 +42,16 @@ smi_start() {  # SM clock, power, temperature and throttle reasons every 250 ms 
   smi=$!
 }
 smi_stop() { kill "$smi"; }
+s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8 out_proj and MLP
+                 # against torch.compile, the FP8 engine against _scaled_mm (clock logged)
+  smi_start
+  run 60 "$OUT/probe.log" python3 scripts/probe_engine.py --m 4824 --reps 5 --json "$OUT/probe_engine.json"
+  run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
+    --json "$OUT/bench_ops.json"
+  run 50 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes o fc2 qkv fc1 --m 4824 9648 \
+    --backend wgmma --reps 10 --json "$OUT/bench_gemm_fp8.json"
+  smi_stop
+}
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
   promo)  # the FP8 promotion family (modes 1, 3, 4, none) at n192 and the bf16 n224 / n256
@@ -225,13 +235,7 @@ case "$MODE" in
   s10-epi2)  # session 10, fourth call: s10-epi's measurements (its two calls passed the FP8
              # engine tests, the first 34 FP8 out_proj tests and the first 13 MLP tests, then met
              # their stage limits), then the remaining out_proj and MLP tests, verbose
-    smi_start
-    run 60 "$OUT/probe.log" python3 scripts/probe_engine.py --m 4824 --reps 5 --json "$OUT/probe_engine.json"
-    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
-      --json "$OUT/bench_ops.json"
-    run 50 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes o fc2 qkv fc1 --m 4824 9648 \
-      --backend wgmma --reps 10 --json "$OUT/bench_gemm_fp8.json"
-    smi_stop
+    s10_measure
     run 100 "$OUT/tests.log" "${PYTEST[@]}" -v --durations=5 tests/test_out_proj_gpu.py -k \
       "fp8 and (mma_backend or graph)"
     run 100 "$OUT/tests.log" "${PYTEST[@]}" -v --durations=5 tests/test_mlp_gpu.py -k "graph or mma_backend"
@@ -244,13 +248,7 @@ case "$MODE" in
     [ "$status" = 0 ] || exit 1
     run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=3 tests/test_mlp_gpu.py -k "not mma_backend and not errors and not exhaustive"
     [ "$status" = 0 ] || exit 1
-    smi_start
-    run 60 "$OUT/probe.log" python3 scripts/probe_engine.py --m 4824 --reps 5 --json "$OUT/probe_engine.json"
-    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
-      --json "$OUT/bench_ops.json"
-    run 50 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes o fc2 qkv fc1 --m 4824 9648 \
-      --backend wgmma --reps 10 --json "$OUT/bench_gemm_fp8.json"
-    smi_stop
+    s10_measure
     # (the first s10-epi call passed the first 34 of these, through capture_own_scratch, then
     # met its 120 s stage limit: the rest here)
     run 100 "$OUT/tests.log" "${PYTEST[@]}" --durations=3 tests/test_out_proj_gpu.py -k \

@@ -33,18 +33,10 @@ struct EpiSwiglu {
   template <int kBN>
   H3_DEVICE void prefetch_vec(int row0, int col0, u8* vec) const {
     static_assert(kBN == kVecCols, "the vector area holds kVecCols columns");
-    const int tid = threadIdx.x % 128;
     float* v = reinterpret_cast<float*>(vec);
     cp_async_wait_all();  // (no unit of this kernel skips its epilogue; kept for symmetry)
-    if (tid < 64) {
-      const int row = row0 + tid;
-      cp_async4(v + tid, a_scale + (row < M ? row : 0), row < M ? 4 : 0);
-    }
-#pragma unroll
-    for (int c = tid; c < kBN; c += 128) {
-      const int col = col0 + c;
-      cp_async4(v + 64 + c, w_scale + (col < N ? col : 0), col < N ? 4 : 0);
-    }
+    vec_copy_f32<64>(v, a_scale, row0, M);
+    vec_copy_f32<kBN>(v + 64, w_scale, col0, N);
     cp_async_commit();
   }
 
@@ -52,8 +44,7 @@ struct EpiSwiglu {
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
                             u8* vec) const {
     static_assert(2 * kAcc == kVecCols, "the vector area holds this tile's columns");
-    cp_async_wait_all();
-    named_barrier_sync(wg, 128);
+    vec_wait(wg);
     const u32 v = smem_addr(vec);
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
     swiglu_store(d, row0, col0, staging, wg, [&](int b, bool up) {

@@ -112,8 +112,7 @@ struct EpiGatedResidual {
                             u8* vec) const {
     static_assert(2 * kAcc == kVecCols && (kAcc / 4) % 8 == 0, "the tile's columns, 64-col boxes");
     const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32, q4 = lane % 4;
-    cp_async_wait_all();
-    named_barrier_sync(wg, 128);
+    vec_wait(wg);
     const u32 vws = smem_addr(vec), vidx = vws + 4 * kVecCols;
     float as[2];
     bool valid[2];

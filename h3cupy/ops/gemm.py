@@ -226,6 +226,12 @@ def wgmma_smem_bytes(tile_n: int, full_staging: bool = False, wg: int = 2, vec: 
     return stages * stage + staging + wg * vec + (2 * stages + 4) * 8 + 1024
 
 
+def scale_vec_bytes(cols: int) -> int:
+    """Shared-memory bytes per consumer warpgroup of an epilogue that stages its 64 row scales
+    and ``cols`` column scales (fp32; ``kVecBytes`` of EpiScaleBf16 / EpiSwiglu); 0 for 0."""
+    return 4 * (64 + cols) if cols else 0
+
+
 def wgmma_vec_cols(fmt: str, tile_n: int, pingpong: bool) -> int:
     """The plain epilogue's vector columns in a gemm_wgmma variant (``kVecCols`` in
     gemm_wgmma.cu): FP8 192-column cooperative tiles read their scales from shared memory and
@@ -529,7 +535,7 @@ def gemm_wgmma(
     name = _wgmma_name(fmt, tile_n, promote, cluster, pingpong)
     kernel = jit.get_kernel(GEMM_WGMMA, name, target)
     vc = wgmma_vec_cols(fmt, tile_n, pingpong)
-    smem = wgmma_smem_bytes(tile_n, full_staging=vc > 0, vec=4 * (64 + vc) if vc else 0)
+    smem = wgmma_smem_bytes(tile_n, full_staging=vc > 0, vec=scale_vec_bytes(vc))
     # the last partial round split over k (in the variants built with it)
     has_tail = wgmma_has_tail(tile_n, promote, pingpong)
     k_tiles = k * esize // 128

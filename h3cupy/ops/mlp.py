@@ -165,7 +165,7 @@ def minimax_h3_mlp_fp8_sm120(
     tile_n = FC1_TILE_N[cluster]
     # the 192-column kernel reads its scales from shared memory (mlp.cu, EpiSwiglu's kVecBytes:
     # 64 row and 192 column floats per warpgroup)
-    smem = gemm.wgmma_smem_bytes(tile_n, vec=4 * (64 + 192) if tile_n == 192 else 0)
+    smem = gemm.wgmma_smem_bytes(tile_n, vec=gemm.scale_vec_bytes(192 if tile_n == 192 else 0))
     launch(
         kernel,
         gemm.engine_grid(kernel, m, 2 * FFN, tile_n, cluster, smem, dev),

@@ -87,6 +87,35 @@ H3_MEMBER_OR(EpiPrefetches, kPrefetch)
 // Session 10: the FP8 epilogues went from 2.2 / 5.0 us to 1.3 / 3.8 us per tile (plain / gated
 // residual), and the kernels' times did not move: the mainloop grew by as much (NOTES.md).
 H3_MEMBER_OR(EpiVecBytes, kVecBytes)
+
+// prefetch_vec's copy of one fp32 vector: dst[i] = src[i0 + i] for i < kCount, spread over the
+// warpgroup's 128 threads; zeros where i0 + i >= limit; with kOnesIfNull, 1.0 when src is null
+// (an optional scale).
+template <int kCount, bool kOnesIfNull = false>
+H3_DEVICE void vec_copy_f32(float* dst, const float* src, int i0, int limit) {
+  const int tid = threadIdx.x % 128;
+  auto one = [&](int i) {
+    const int j = i0 + i;
+    if (kOnesIfNull && src == nullptr) {
+      dst[i] = 1.f;
+    } else {
+      cp_async4(dst + i, src + (j < limit ? j : 0), j < limit ? 4 : 0);
+    }
+  };
+  if constexpr (kCount <= 128) {
+    if (tid < kCount) one(tid);
+  } else {
+#pragma unroll
+    for (int i = tid; i < kCount; i += 128) one(i);
+  }
+}
+
+// The epilogue's side of prefetch_vec: its own copies landed, then every thread's (a warpgroup
+// barrier on the warpgroup's hardware barrier `wg`).
+H3_DEVICE void vec_wait(int wg) {
+  cp_async_wait_all();
+  named_barrier_sync(wg, 128);
+}
 // A diagnostic build, never the ops': -DH3_NO_EPI_VEC gives every kernel its epilogue without the
 // vectors (H3_EPI_VEC(n) is then 0), for scripts/probe_engine.py --ab's A/B in one run.
 #ifdef H3_NO_EPI_VEC
@@ -888,26 +917,10 @@ struct EpiScaleBf16 {
   template <int kBN>
   H3_DEVICE void prefetch_vec(int row0, int col0, u8* vec) const {
     static_assert(kBN == kVecCols, "the vector area holds kVecCols columns");
-    const int tid = threadIdx.x % 128;
     float* v = reinterpret_cast<float*>(vec);
     cp_async_wait_all();  // a previous unit's copies (one that ran no epilogue) have landed
-    if (tid < 64) {
-      const int row = row0 + tid;
-      if (row_scale != nullptr) {
-        cp_async4(v + tid, row_scale + (row < M ? row : 0), row < M ? 4 : 0);
-      } else {
-        v[tid] = 1.f;
-      }
-    }
-#pragma unroll
-    for (int c = tid; c < kBN; c += 128) {
-      const int col = col0 + c;
-      if (col_scale != nullptr) {
-        cp_async4(v + 64 + c, col_scale + (col < N ? col : 0), col < N ? 4 : 0);
-      } else {
-        v[64 + c] = 1.f;
-      }
-    }
+    vec_copy_f32<64, true>(v, row_scale, row0, M);
+    vec_copy_f32<kBN, true>(v + 64, col_scale, col0, N);
     cp_async_commit();
   }
 
@@ -917,8 +930,7 @@ struct EpiScaleBf16 {
     static_assert(2 * kAcc == kVecCols, "the vector area holds this tile's columns");
     const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
     if (tid == 0) bulk_wait_read();  // the previous tile's stores have read the staging buffer
-    cp_async_wait_all();
-    named_barrier_sync(wg, 128);
+    vec_wait(wg);
     const u32 v = smem_addr(vec);
     float rs[2];
 #pragma unroll
