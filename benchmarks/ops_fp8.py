@@ -181,9 +181,24 @@ def flags_for(m: int, k: int):
     this M and K (the single-launch form's, the longest)."""
     import torch
 
-    from h3cupy.ops import out_proj
+    from h3cupy.ops import gemm, out_proj
 
-    return torch.empty(out_proj._flags_words(m, k, True), dtype=torch.int32, device="cuda")
+    words = []
+    for cluster in (1, 2):  # both FP8_CLUSTER settings (the tail split's layout differs)
+        old, gemm.FP8_CLUSTER = gemm.FP8_CLUSTER, cluster
+        try:
+            words.append(out_proj._flags_words(m, k, True))
+        finally:
+            gemm.FP8_CLUSTER = old
+    return torch.empty(max(words), dtype=torch.int32, device="cuda")
+
+
+def other_cluster(fn):
+    """``fn`` with the other ``gemm.FP8_CLUSTER`` (1 <-> 2: the FP8 192-column tiles on single
+    CTAs or in clusters of two multicasting the weight tile)."""
+    from h3cupy.ops import gemm
+
+    return with_setting(gemm, "FP8_CLUSTER", 3 - gemm.FP8_CLUSTER, fn)
 
 
 def without_quant_launch(fn):
@@ -269,11 +284,13 @@ def kernel_breakdown(fn, reps: int = 5) -> dict[str, float]:
     return {k: float(np.median([r[k] for r in runs[1:]])) for k in runs[-1]}
 
 
-def forms(op: str, m: int, other_tile: bool = False):
+def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = False):
     """The forms of one op at M that :func:`run` times, on fresh inputs in the model's
     distributions: ``(fns, args, chain, flops)``, fns mapping a form's name to a callable of the
     replay index (``h3``: the op's default), ``chain(*args)`` the torch chain, ``flops`` the
-    op's GEMM FLOPs (scripts/probe_engine.py runs the same forms under its diagnostic builds)."""
+    op's GEMM FLOPs (scripts/probe_engine.py runs the same forms under its diagnostic builds).
+    ``other_clusters``: also ``h3_other_cluster`` (and the out_proj's ``engine_other_cluster``),
+    the forms with the other :data:`h3cupy.ops.gemm.FP8_CLUSTER`."""
     import torch
 
     import h3cupy
@@ -469,6 +486,10 @@ def forms(op: str, m: int, other_tile: bool = False):
 
         fns["gemm"] = gemms
         flops = 2.0 * m * (2 * FFN * D + D * FFN)
+    if other_clusters and op in ("pre_attention", "out_proj", "mlp"):
+        fns["h3_other_cluster"] = other_cluster(fns["h3"])
+        if "engine" in fns:
+            fns["engine_other_cluster"] = other_cluster(fns["engine"])
     return fns, args, chain, flops
 
 
@@ -480,12 +501,13 @@ def run(
     breakdown: bool = False,
     other_tile: bool = False,
     energy: bool = False,
+    other_clusters: bool = False,
 ) -> dict:
     import torch
 
     from h3cupy.testing import bench_graphs
 
-    fns, args, chain, flops = forms(op, m, other_tile)
+    fns, args, chain, flops = forms(op, m, other_tile, other_clusters)
     fns["eager"] = lambda i: chain(*args)
     if compile_:
         compiled = torch.compile(chain, dynamic=False)
@@ -510,6 +532,7 @@ def run(
         "engine",
         "h3_emulation",
         "h3_other_tile",
+        "h3_other_cluster",
     ):
         if f"{k}_ms" in row:
             row[f"speedup_vs_{k}"] = row[f"{k}_ms"] / row["h3_ms"]
@@ -536,6 +559,12 @@ def main() -> None:
         help="also time fp8_pre_attention with the other tile height (FP8_TILE_M 128 <-> 192)",
     )
     ap.add_argument(
+        "--other-cluster",
+        action="store_true",
+        help="also time each FP8 op (and the out_proj's plain engine GEMM) with the other"
+        " gemm.FP8_CLUSTER (1 <-> 2)",
+    )
+    ap.add_argument(
         "--energy",
         action="store_true",
         help="also measure each form's GPU energy per call (experimental: NVML's counter over"
@@ -546,7 +575,7 @@ def main() -> None:
 
     import torch
 
-    from h3cupy.ops import pre_attention
+    from h3cupy.ops import gemm, pre_attention
     from h3cupy.testing import device_info
 
     info = device_info()
@@ -560,7 +589,14 @@ def main() -> None:
     for op in args.ops:
         for m in args.m:
             row = run(
-                op, m, not args.no_compile, args.reps, args.breakdown, args.other_tile, args.energy
+                op,
+                m,
+                not args.no_compile,
+                args.reps,
+                args.breakdown,
+                args.other_tile,
+                args.energy,
+                args.other_cluster,
             )
             results.append(row)
             print(
@@ -586,6 +622,12 @@ def main() -> None:
             ]
             if joules:
                 print("   energy per call: " + "; ".join(joules))
+            if "h3_other_cluster_ms" in row:
+                other = 3 - gemm.FP8_CLUSTER
+                line = f"   FP8_CLUSTER = {other}: {row['h3_other_cluster_ms']:.3f} ms"
+                if "engine_other_cluster_ms" in row:
+                    line += f", the plain engine GEMM {row['engine_other_cluster_ms']:.3f} ms"
+                print(line)
             if "h3_other_tile_ms" in row:
                 other = 192 if pre_attention.FP8_TILE_M == 128 else 128
                 print(f"   {other}-row tiles {row['h3_other_tile_ms']:.3f} ms")

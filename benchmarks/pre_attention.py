@@ -96,19 +96,21 @@ def run_one(p: int, rng, compiled, reps: int, t: int = T, breakdown: bool = Fals
     def h3():
         minimax_h3_bf16_pre_attention(*chain_args[:9], ulysses_degree=p, out=out, workspace=ws)
 
-    def h3_no_tail():
-        """h3 with the engine's tail split off (gemm.TAIL_SPLIT), for the A/B in one run."""
-        from h3cupy.ops import gemm
+    from h3cupy.ops import gemm
 
-        old, gemm.TAIL_SPLIT = gemm.TAIL_SPLIT, False
+    def h3_with(name, value):
+        """h3 with the engine setting gemm.<name> = value, for an A/B in one run (the tail split
+        off: TAIL_SPLIT)."""
+        old = getattr(gemm, name)
+        setattr(gemm, name, value)
         try:
             h3()
         finally:
-            gemm.TAIL_SPLIT = old
+            setattr(gemm, name, old)
 
     fns = {
         "h3": lambda i: h3(),
-        "h3_no_tail": lambda i: h3_no_tail(),
+        "h3_no_tail": lambda i: h3_with("TAIL_SPLIT", False),
         "eager": lambda i: torch_chain(*chain_args),
         "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
     }

@@ -654,7 +654,8 @@ def _expected_flags(m: int) -> np.ndarray:
         return np.zeros(-(-m // 128), np.int32)
     plan = out_proj.plan_fp8_gemm_wgmma(m, mlp.FFN, mlp.FUSED_QUANT, dev)
     want = np.zeros(max(plan.tail.zero, -(-m // 128)), np.int32)
-    want[: plan.ready] = np.minimum(128, m - 128 * np.arange(plan.ready))
+    if mlp.FUSED_QUANT:
+        want[: plan.ready] = np.minimum(128, m - 128 * np.arange(plan.ready))
     return want
 
 

@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -192,6 +192,49 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s11-final)  # session 11, FP8_CLUSTER = 1 the default: the engine's FP8 tests as the smoke test,
+               # the FP8 ops against torch.compile with both cluster settings, the FP8 engine
+               # against _scaled_mm (and its clustered form), the out_proj tests the x1 run left
+    run 100 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k \
+      "tail_split or e4m3_scaled or deterministic"
+    [ "$status" = 0 ] || exit 1
+    smi_start
+    run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp pre_attention \
+      --m 4824 9648 19296 38592 --other-cluster --json "$OUT/bench_ops.json"
+    run 120 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes o fc2 qkv fc1 \
+      --m 4824 9648 38592 --backend wgmma wgmma192p3x2 --reps 10 --json "$OUT/bench_gemm_fp8.json"
+    smi_stop
+    run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py -k \
+      "fp8 and not mma and (38592 or aliasing or deterministic or capture or graph or two_launch)"
+    ;;
+  s11-final-b)  # the rest of the FP8 ops' tests on the single-CTA default: the MLP (every M above
+                # 256, aliasing, no tail split, graphs) and the FP8 pre-attention's graphs
+    run 300 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
+      "(test_mlp_fp8 and (257 or 4097 or largest or aliasing or no_tail or graph)) and not mma"
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+      "test_fp8_pre_attention_graph"
+    ;;
+  s11-final-c)  # the flags layout mend (the ready words reserved in both forms): the MLP at its
+                 # largest M (where the split partials overlapped them), the forms with a caller's
+                 # workspace_flags, graphs and own-scratch captures
+    run 300 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py tests/test_out_proj_gpu.py -k \
+      "largest or test_mlp_fp8[4824] or fused_y_quantization or (test_mlp_fp8_graph and not mma) or (fp8_out_proj and (two_launch or capture_own or deterministic or (graph and not mma)))"
+    ;;
+  s11-x1)  # session 11: single CTAs (gemm.FP8_CLUSTER / BF16_CLUSTER = 1) against clusters of
+            # two on the same tiles, in every FP8 op, the BF16 pre-attention and the bf16 engine;
+            # then the tests of the single-CTA kernels
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "x1"
+    [ "$status" = 0 ] || exit 1
+    smi_start
+    run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp pre_attention \
+      --m 4824 9648 19296 38592 --other-cluster --json "$OUT/bench_ops.json"
+    run 90 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt bf16 --shapes qkv o fc1 fc2 --m 4824 9648 \
+      --backend wgmma wgmma256 wgmma224 --reps 10 --json "$OUT/bench_gemm_bf16.json"
+    run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json"
+    smi_stop
+    run 300 "$OUT/tests.log" "${PYTEST[@]}" -rA --durations=10 tests/test_out_proj_gpu.py \
+      tests/test_mlp_gpu.py tests/test_pre_attention_gpu.py -k "other_cluster"
     ;;
   s11-waits)  # next session (written in session 10, unrun): what the mainloop's operand waits are.
               # The new single-CTA FP8 n192 variant's tests (smoke), then the probe (with the

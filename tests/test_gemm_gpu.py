@@ -170,21 +170,29 @@ def test_gemm_wgmma_variants(variant, shape, rng):
     _check(download(out).astype(np.float32), ref)
 
 
-# NOTE: the engine's default FP8 tiles at the O and FC2 shapes, M = 4824: 19 tile pairs x 28
-# column tiles = 532 = 8 x 66 + 4, so the last round's 4 pairs run as 4 k-ranges each
+# NOTE: the engine's default FP8 tiles (128 x 192, single CTAs) at the O and FC2 shapes, M =
+# 4824: 38 x 28 = 1064 = 8 x 132 + 8 tiles, so the last round's 8 tiles run as 4 k-ranges each
 # (gemm.TAIL_SPLIT, on by default); each shape against the same call with the split off.
 # bf16 (tile widths forced): 256 columns at 4824 x 5376 (19 x 21 = 399 = 6 x 66 + 3 pairs) and
-# 224 columns at 4824 x 7168 (19 x 32 = 608 = 9 x 66 + 14 pairs), both split 4 ways.
+# 224 columns at 4824 x 7168 (19 x 32 = 608 = 9 x 66 + 14 pairs), both split 4 ways. A sixth
+# field forces the cluster size: the FP8 n192 tiles on single CTAs (38 x 28 = 1064 = 8 x 132 + 8
+# tiles, the default's) and in pairs (19 x 28 = 532 = 8 x 66 + 4 pairs).
 TAIL_CASES = [
     ("e4m3", None, 4824, 5376, 7168),
     ("e4m3", None, 4824, 5376, 14336),
     ("bf16", 256, 4824, 5376, 7168),
     ("bf16", 224, 4824, 7168, 5376),
+    ("e4m3", 192, 4824, 5376, 7168, 1),
+    ("e4m3", 192, 4824, 5376, 7168, 2),
 ]
 
 
+def _tail_id(c) -> str:
+    return f"{c[0]}-n{c[1]}-{c[2]}x{c[3]}x{c[4]}" + (f"-x{c[5]}" if len(c) > 5 else "")
+
+
 @pytest.mark.parametrize("split", (True, False))
-@pytest.mark.parametrize("case", TAIL_CASES, ids=lambda c: f"{c[0]}-n{c[1]}-{c[2]}x{c[3]}x{c[4]}")
+@pytest.mark.parametrize("case", TAIL_CASES, ids=_tail_id)
 def test_gemm_wgmma_tail_split(case, split, rng, monkeypatch):
     """The plain engine GEMM (FP8 default tiles; bf16 256- and 224-column tiles) at M = 4824 with
     and without the tail split, against a float64 GEMM of the same (quantized) operands (cuBLAS
@@ -197,7 +205,8 @@ def test_gemm_wgmma_tail_split(case, split, rng, monkeypatch):
 
     _backend("wgmma")
     monkeypatch.setattr(gemm, "TAIL_SPLIT", split)
-    fmt, tile_n, m, n, k = case
+    fmt, tile_n, m, n, k = case[:5]
+    cluster = case[5] if len(case) > 5 else None
     a = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
     w = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))
     if fmt == "e4m3":
@@ -209,11 +218,11 @@ def test_gemm_wgmma_tail_split(case, split, rng, monkeypatch):
             @ cupy.asarray(formats.e4m3_decode(wq), np.float64).T
         )
         ref *= as_d[:, None].astype(np.float64) * ws_d[None, :].astype(np.float64)
-        kw = dict(fmt="e4m3", row_scale=as_d, col_scale=ws_d)
+        kw = dict(fmt="e4m3", row_scale=as_d, col_scale=ws_d, tile_n=tile_n, cluster=cluster)
     else:
         a_d, w_d = cupy.asarray(a), cupy.asarray(w)
         ref = cupy.asarray(a.astype(np.float64)) @ cupy.asarray(w.astype(np.float64)).T
-        kw = dict(fmt="bf16", tile_n=tile_n)
+        kw = dict(fmt="bf16", tile_n=tile_n, cluster=cluster)
     outs = []
     for _ in range(2):
         out = cupy.empty((m, n), formats.BF16)

@@ -96,6 +96,20 @@ def test_mlp_fp8_fused_y_quantization(m, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("fused", (True, False))
+def test_mlp_fp8_other_cluster(fused, rng, monkeypatch):
+    """FC1 and FC2 with the other gemm.FP8_CLUSTER (single CTAs or clusters of two on the
+    128 x 192 tiles; the tests above run the default), y quantized in FC2's launch or apart."""
+    from h3cupy.ops import gemm, mlp
+
+    _need_sm90()
+    monkeypatch.setattr(gemm, "FP8_CLUSTER", 3 - gemm.FP8_CLUSTER)
+    monkeypatch.setattr(mlp, "FUSED_QUANT", fused)
+    results = check_mlp_fp8(4824, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 def test_mlp_fp8_no_tail_split(rng, monkeypatch):
     """FC2 (the out_proj kernel, K = 14336) with gemm.TAIL_SPLIT off (the tests above run it
     on: at M = 4824 the last round's 4 of 532 tile pairs as 4 k-ranges of 28 k-tiles)."""

@@ -130,6 +130,23 @@ def test_fp8_out_proj_tail_split(m, fused, split, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
+# NOTE: gemm.FP8_CLUSTER's other setting (the tests above run the default): 1 gives the 128 x 192
+# tiles single CTAs (M = 4824: 1064 tiles, 8 rounds of 132 and 8 left, split into 4 k-ranges), 2
+# clusters of two multicasting the weight tile.
+@pytest.mark.parametrize("fused", (True, False))
+@pytest.mark.parametrize("m", (257, 4097, 4824))
+def test_fp8_out_proj_other_cluster(m, fused, rng, monkeypatch):
+    """The FP8 out_proj with the other gemm.FP8_CLUSTER, both forms; same checks."""
+    from h3cupy.ops import gemm, out_proj
+
+    _need_sm90()
+    monkeypatch.setattr(gemm, "FP8_CLUSTER", 3 - gemm.FP8_CLUSTER)
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
+    results = check_out_proj_fp8(m, rng, max_ref_rows=400)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 def test_fp8_out_proj_tail_split_deterministic(rng, monkeypatch):
     """TAIL_SPLIT gives the same bytes run to run (the partials are summed in split order, whichever
     unit arrives last), and its counters are back at zero after each launch (else the next launch

@@ -190,6 +190,20 @@ def test_fp8_pre_attention_tile_m128(m, out_mode, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+@pytest.mark.parametrize("m", (257, 4097, 4824))
+def test_fp8_pre_attention_other_cluster(m, out_mode, rng, monkeypatch):
+    """The 192 x 128 tiles with the other gemm.FP8_CLUSTER (single CTAs or clusters of two; the
+    tests above run the default); same checks."""
+    from h3cupy.ops import gemm
+
+    _need_sm90()
+    monkeypatch.setattr(gemm, "FP8_CLUSTER", 3 - gemm.FP8_CLUSTER)
+    results = check_pre_attention_fp8(m, out_mode, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize("m", (129, 4097))
 def test_fp8_pre_attention_no_tail_split(m, rng, monkeypatch):
     """The FP8 op's two-warpgroup kernels (single CTAs at M = 129, 128 x 128 pairs at 4097,

@@ -131,6 +131,12 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) mlp_fc1_fp8_x2_sm90(H3_F
   gemm_sm90_body<1, 192, kOpsFp8Promote, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
+// M > 256 with gemm.FP8_CLUSTER = 1: the same 128 x 192 tiles on single CTAs.
+__global__ void __launch_bounds__(384, 1) mlp_fc1_fp8_n192_sm90(H3_FC1_PARAMS) {
+  const EpiSwiglu<H3_EPI_VEC(192)> epi{a_scale, w_scale, &desc_y, M, N};
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
+}
+
 // Small M: single CTAs, 128 x 128 tiles.
 __global__ void __launch_bounds__(384, 1) mlp_fc1_fp8_sm90(H3_FC1_PARAMS) {
   const EpiSwiglu<> epi{a_scale, w_scale, &desc_y, M, N};

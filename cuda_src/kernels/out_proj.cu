@@ -446,6 +446,15 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) out_proj_fp8_x2_sm90(H3_
                                                   {tail_part, tail_count, tail_splits});
 }
 
+// M > 256 with gemm.FP8_CLUSTER = 1: the same 128 x 192 tiles on single CTAs (no B multicast).
+__global__ void __launch_bounds__(384, 1) out_proj_fp8_n192_sm90(H3_OP_PARAMS) {
+  H3_OP_EPI(false, H3_EPI_VEC(192));
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 1,
+                 EpiGatedResidual<false, false, true, H3_EPI_VEC(192)>, false,
+                 NoProducerHooks, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, {}, 1,
+                                                  {tail_part, tail_count, tail_splits});
+}
+
 // Small M: single CTAs, 128 x 128 tiles.
 __global__ void __launch_bounds__(384, 1) out_proj_fp8_sm90(H3_OP_PARAMS) {
   H3_OP_EPI(false, 0);
@@ -465,6 +474,15 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
   H3_OP_EPI(true, H3_EPI_VEC(192));
   H3_OP_PRO;
   gemm_sm90_body<1, 192, kOpsFp8Promote, 2,
+                 EpiGatedResidual<true, false, true, H3_EPI_VEC(192)>, false,
+                 ProQuantRowsFp8, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, pro, 1,
+                                                  {tail_part, tail_count, tail_splits});
+}
+
+__global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_n192_sm90(H3_OP_FUSED_PARAMS) {
+  H3_OP_EPI(true, H3_EPI_VEC(192));
+  H3_OP_PRO;
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 1,
                  EpiGatedResidual<true, false, true, H3_EPI_VEC(192)>, false,
                  ProQuantRowsFp8, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, pro, 1,
                                                   {tail_part, tail_count, tail_splits});

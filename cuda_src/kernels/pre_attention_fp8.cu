@@ -59,6 +59,15 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(512, 1) pre_attention_fp8_m192_x
       desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});
 }
 
+// M > 256, 192 x 128 tiles with gemm.FP8_CLUSTER = 1: single CTAs (no B multicast).
+template <int kOut>
+__global__ void __launch_bounds__(512, 1) pre_attention_fp8_m192_sm90(H3_PA8_PARAMS) {
+  using Epi = EpiPreAttnQkv<kOut, WgYRowCol>;
+  H3_PA8_EPI;
+  gemm_sm90_body<1, 128, kOpsFp8Promote, 1, Epi, false, NoProducerHooks, 3, false, true>(
+      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});
+}
+
 template <int kOut>
 __global__ void __launch_bounds__(384, 1) pre_attention_fp8_sm90(H3_PA8_PARAMS) {
   H3_PA8_EPI;

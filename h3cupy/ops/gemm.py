@@ -173,9 +173,10 @@ WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: The fifth field selects the ping-pong schedule (each consumer warpgroup takes whole 128 x 128
 #: tiles, alternately, so one warpgroup's epilogue overlaps the other's MMAs) instead of the
 #: cooperative one (both warpgroups on one 128 x N tile).
-#: The single-CTA FP8 n192 variant is benchmark-only: the default's tiles without the cluster's
-#: B multicast, to measure whether the pairing of two CTAs on one ring refill costs the
-#: mainloop's operand waits (NOTES.md session 10).
+#: The FP8 n192 tiles run on single CTAs by default above M = 256 (:data:`FP8_CLUSTER`), the
+#: clustered form stays for the A/B. (bf16 224 / 256-column tiles on single CTAs measured level
+#: or slower than in pairs, 0.96-1.01x, and the BF16 pre-attention's 128 x 256 tiles 0.94-0.99x:
+#: not built; NOTES.md session 11.)
 WGMMA_VARIANTS = (
     ("bf16", 256, 0, 2, False),
     ("bf16", 224, 0, 2, False),
@@ -192,6 +193,14 @@ WGMMA_VARIANTS = (
     ("e4m3", 224, 3, 2, False),
     ("e4m3", 192, 3, 1, False),
 )
+
+#: Cluster size of the 192-column FP8 tiles above M = 256, in the engine's default and in the FP8
+#: operators' kernels (out_proj, the MLP's FC1 and FC2, the FP8 pre-attention's 192 x 128 tiles):
+#: 2, clusters of two CTAs multicasting the weight tile, or 1, single CTAs (1.4x the L2 bytes per
+#: FLOP). Single CTAs since session 11, where they measured faster on the H200 in the same runs:
+#: the engine GEMM 0.97-1.00x `_scaled_mm` against 0.94-0.98x, the out_proj 1-3% and the FP8
+#: pre-attention up to 6% (NOTES.md). A module setting, so that tests and benchmarks can run both.
+FP8_CLUSTER = 1
 
 
 #: The engine's default FP8 promotion mode, the same as the operators' kernels
@@ -264,7 +273,8 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
     """The engine variant for a problem, as (tile N, promotion mode, cluster, ping-pong).
 
     Defaults: FP8 always promotes (Hopper's FP8 wgmma keeps ~14 accumulator bits); M > 256 runs
-    clusters of two (bf16 n256 or n224 by :func:`bf16_tile_n` when ``n`` is given, FP8 n192).
+    bf16 n256 or n224 (by :func:`bf16_tile_n` when ``n`` is given) in clusters of two, and FP8
+    n192 in clusters of :data:`FP8_CLUSTER` CTAs (1 by default).
     M <= 256 runs n128 tiles on single CTAs, except bf16 at 128 < M <= 256, which runs them in
     clusters of two (both M-tiles share one weight stream: 3-10% faster at M = 129 on the H200;
     at M = 1 clusters measured 1.2-1.9x slower, half the weight bytes in flight per SM).
@@ -272,11 +282,15 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
     :data:`WGMMA_VARIANTS`).
     """
     small = m <= 256
+    large = not small and cluster is None  # the large-M default: FP8_CLUSTER / BF16_CLUSTER
     if cluster is None:
         wide = tile_n is not None and tile_n != 128
-        cluster = 2 if not small or (fmt == "bf16" and m > 128) or wide else 1
+        if large:
+            cluster = FP8_CLUSTER if fmt == "e4m3" else 2
+        else:
+            cluster = 2 if (fmt == "bf16" and m > 128) or wide else 1
     if tile_n is None:
-        if small or cluster == 1:
+        if small or (cluster == 1 and not large):
             tile_n = 128
         elif fmt == "bf16":
             tile_n = bf16_tile_n(m, n) if n is not None else 256

@@ -31,12 +31,11 @@ MLP = jit.ModuleSpec(
     (
         "h3::mlp_fc1_fp8_x2_sm90",
         "h3::mlp_fc1_fp8_sm90",
+        "h3::mlp_fc1_fp8_n192_sm90",
         "h3::mlp_fc1_fp8_mma_smxx<1>",
         "h3::mlp_fc1_fp8_mma_smxx<2>",
     ),
 )
-#: FC1 tile width by cluster size (mirrors mlp.cu: n192 clusters of two, n128 single CTAs)
-FC1_TILE_N = {1: 128, 2: 192}
 FP8_MMA_FORMS = arch.FP8_MMA_FORMS
 
 
@@ -158,11 +157,11 @@ def minimax_h3_mlp_fp8_sm120(
         _mlp_mma(fp8_mma_form, aq, asc, w1, s1, yt, yq, ysc, w2, s2, rt, gt, g_stride, rows, it, ot)
         return interop.export(ot)
     # 2. FC1 with the SwiGLU epilogue -> y.
-    cluster = 2 if m > 256 else 1
-    kernel = jit.get_kernel(
-        MLP, "h3::mlp_fc1_fp8_x2_sm90" if cluster == 2 else "h3::mlp_fc1_fp8_sm90", target
-    )
-    tile_n = FC1_TILE_N[cluster]
+    # (mirrors mlp.cu: n192 above M = 256, in clusters of gemm.FP8_CLUSTER; n128 single CTAs)
+    cluster = gemm.FP8_CLUSTER if m > 256 else 1
+    tile_n = 192 if m > 256 else 128
+    tiles = "" if m <= 256 else "_x2" if cluster == 2 else "_n192"
+    kernel = jit.get_kernel(MLP, f"h3::mlp_fc1_fp8{tiles}_sm90", target)
     # the 192-column kernel reads its scales from shared memory (mlp.cu, EpiSwiglu's kVecBytes:
     # 64 row and 192 column floats per warpgroup)
     smem = gemm.wgmma_smem_bytes(tile_n, vec=gemm.scale_vec_bytes(192 if tile_n == 192 else 0))

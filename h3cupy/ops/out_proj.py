@@ -36,7 +36,7 @@ class GatedGemmPlan(NamedTuple):
     """How the FP8 GEMM with the gated residual runs on the sm_90a engine for one M and K:
     the kernel, its tile and cluster, and ``tail`` (:class:`h3cupy.ops.gemm.TailPlan`: grid, tail
     split, and the workspace layout, whose first ``ready`` words are the single-launch form's
-    tile counters)."""
+    tile counters; reserved, and zeroed, in the two-launch form too)."""
 
     kernel: object
     cluster: int
@@ -50,16 +50,21 @@ def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
     """The :class:`GatedGemmPlan` for ``out[m, 5376]`` over act_q ``[m, k]`` on device ``dev``
     (``fused``: the single-launch form, which quantizes the activation inside the launch). The
     tail split follows :data:`h3cupy.ops.gemm.TAIL_SPLIT`."""
-    cluster = 2 if m > 256 else 1
-    tile_n = 192 if cluster == 2 else 128
-    name = f"h3::out_proj_fp8{'_fused' if fused else ''}{'_x2' if cluster == 2 else ''}_sm90"
+    cluster = gemm.FP8_CLUSTER if m > 256 else 1
+    tile_n = 192 if m > 256 else 128
+    tiles = "" if m <= 256 else "_x2" if cluster == 2 else "_n192"
+    name = f"h3::out_proj_fp8{'_fused' if fused else ''}{tiles}_sm90"
     kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
     # the 192-column kernels take the epilogue's vectors through shared memory (out_proj.cu,
     # EpiGatedResidual's kVecBytes: 192 weight scales and 64 eight-byte gate indices per
     # warpgroup)
     vec = 4 * 192 + 64 * 8 if tile_n == 192 else 0
     smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True, vec=vec)
-    ready = -(-m // 128) if fused else 0
+    # NOTE: the ready counters' words are reserved in both forms, so that the tail split's
+    # counters and partials never overlap the ready flags the ops document as zeroed at the front
+    # of workspace_flags (with them in the two-launch form's words 128.., a caller reading its
+    # zeroed flags after the call found partial sums there: M = 149796 on single CTAs, H200).
+    ready = -(-m // 128)
     tail = gemm.tail_plan(kernel, m, D, tile_n, cluster, smem, dev, k // 128, ready=ready)
     return GatedGemmPlan(kernel, cluster, tile_n, smem, ready, tail)
 
@@ -111,6 +116,8 @@ OUT_PROJ = jit.ModuleSpec(
         "h3::out_proj_fp8_sm90",
         "h3::out_proj_fp8_fused_x2_sm90",
         "h3::out_proj_fp8_fused_sm90",
+        "h3::out_proj_fp8_n192_sm90",
+        "h3::out_proj_fp8_fused_n192_sm90",
         "h3::out_proj_nvfp4_smxx",
         "h3::out_proj_fp8_mma_smxx<1>",
         "h3::out_proj_fp8_mma_smxx<2>",

@@ -42,7 +42,7 @@ PRE_ATTENTION_FP8 = jit.ModuleSpec(
     tuple(
         f"h3::pre_attention_fp8{c}_sm90<{mode}>"
         for mode in range(3)
-        for c in ("_x2", "_m192_x2", "")
+        for c in ("_x2", "_m192_x2", "_m192", "")
     ),
 )
 OUT_MODES = ("bf16", "e4m3", "nvfp4")
@@ -460,9 +460,12 @@ def minimax_h3_fp8_pre_attention(
             smem=gemm._MT_SMEM,
         )
         return _result(outs, sfs)
-    cluster = 2 if m > 256 else 1
-    wg = 3 if cluster == 2 and FP8_TILE_M == 192 else 2  # consumer warpgroups, 64 rows each
-    suffix = {1: "", 2: "_m192_x2" if wg == 3 else "_x2"}[cluster]
+    # M > 256: FP8_TILE_M-row tiles in clusters of gemm.FP8_CLUSTER (its 128-row tiles in pairs
+    # only); else 128 x 128 single CTAs
+    large = m > 256
+    wg = 3 if large and FP8_TILE_M == 192 else 2  # consumer warpgroups, 64 rows each
+    cluster = (gemm.FP8_CLUSTER if wg == 3 else 2) if large else 1
+    suffix = "" if not large else "_x2" if wg == 2 else f"_m192{'_x2' if cluster == 2 else ''}"
     name = f"h3::pre_attention_fp8{suffix}_sm90<{mode}>"
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
     desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 64 * wg)
