@@ -16,6 +16,8 @@ same forms on a diagnostic build (AB below), and checks that both give the same 
 before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_proj and the MLP;
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring.
+(Session 11's ``group16`` / ``group32`` / ``groupk`` builds, the single-CTA tile order grouped by
+more M-tiles, measured within +-2% and were removed: NOTES.md.)
 """
 
 from __future__ import annotations
@@ -50,11 +52,14 @@ def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
             gemm._wgmma_name("bf16", 256, 0, 2, False),
             gemm._wgmma_name("bf16", 224, 0, 2, False),
         ],
-        out_proj.OUT_PROJ: ["h3::out_proj_fp8_x2_sm90", "h3::out_proj_fp8_fused_x2_sm90"],
-        mlp.MLP: ["h3::mlp_fc1_fp8_x2_sm90"],
+        out_proj.OUT_PROJ: [
+            f"h3::out_proj_fp8{f}{c}_sm90" for f in ("", "_fused") for c in ("_x2", "_n192")
+        ],
+        mlp.MLP: ["h3::mlp_fc1_fp8_x2_sm90", "h3::mlp_fc1_fp8_n192_sm90"],
         pre_attention.PRE_ATTENTION: ["h3::pre_attention_bf16_x2_sm90"],
         pre_attention.PRE_ATTENTION_FP8: [
             "h3::pre_attention_fp8_m192_x2_sm90<0>",
+            "h3::pre_attention_fp8_m192_sm90<0>",
             "h3::pre_attention_fp8_x2_sm90<0>",
         ],
     }
@@ -91,7 +96,7 @@ def bf16_gemm_form(m: int, n: int, k: int):
 
 def fp8_gemm_form(m: int, n: int, k: int, cluster=None):
     """The engine's plain FP8 GEMM (per-row x per-column scales) on random operands; ``cluster``
-    1: the default's 192-column tiles on single CTAs."""
+    1 / 2: the default's 192-column tiles on single CTAs / in clusters of two."""
     import torch
 
     from h3cupy.ops import gemm
@@ -251,8 +256,9 @@ def main() -> None:
         cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
         cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
         cases["bf16_gemm_o"] = bf16_gemm_form(m, 5376, 7168)
-        # the default's FP8 tiles on single CTAs (no B multicast between a cluster's pair)
-        cases["fp8_gemm_o_x1"] = fp8_gemm_form(m, 5376, 7168, cluster=1)
+        # the default's FP8 tiles in clusters of two (B multicast between a pair; the default
+        # since session 11 runs them on single CTAs)
+        cases["fp8_gemm_o_x2"] = fp8_gemm_form(m, 5376, 7168, cluster=2)
         if args.probe_on:  # that build's kernels differ from the default in gemm_wgmma only
             cases = {k: v for k, v in cases.items() if k.startswith(("fp8_gemm", "bf16_gemm"))}
         if args.cases:

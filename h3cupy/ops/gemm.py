@@ -198,8 +198,9 @@ WGMMA_VARIANTS = (
 #: operators' kernels (out_proj, the MLP's FC1 and FC2, the FP8 pre-attention's 192 x 128 tiles):
 #: 2, clusters of two CTAs multicasting the weight tile, or 1, single CTAs (1.4x the L2 bytes per
 #: FLOP). Single CTAs since session 11, where they measured faster on the H200 in the same runs:
-#: the engine GEMM 0.97-1.00x `_scaled_mm` against 0.94-0.98x, the out_proj 1-3% and the FP8
-#: pre-attention up to 6% (NOTES.md). A module setting, so that tests and benchmarks can run both.
+#: the engine GEMM 0.95-1.01x `_scaled_mm` against 0.92-0.98x, the FP8 pre-attention 5-7% above
+#: M = 4824, the out_proj 0-2.6% (NOTES.md). A module setting, so that tests and benchmarks can
+#: run both.
 FP8_CLUSTER = 1
 
 

@@ -187,7 +187,9 @@ struct Sm90GemmCfg {
   // 4.6% slower on the FP8 n192 out_proj kernel (benchmarks/NOTES.md, session 7).
   static constexpr int kConsumerRegs = kWG == 3 ? 160 : kPromote != 0 && kBN == 224 ? 240 : 232;
   static constexpr int kProducerRegs = kWG == 3 ? 32 : kPromote != 0 && kBN == 224 ? 24 : 40;
-  static constexpr int kGroupM = 8;  // tile pairs (16 M-tiles) per group
+  // M-tiles (clusters: tile pairs) per group. Single CTAs grouped by 16 or 32 M-tiles (fewer
+  // weight re-reads from DRAM) measured within +-2% of 8 on the H200 (NOTES.md, session 11).
+  static constexpr int kGroupM = 8;
   static_assert(128 * kProducerRegs + 128 * kWG * kConsumerRegs <=
                     (65536 / kThreads) / 8 * 8 * kThreads,
                 "setmaxnreg budgets must fit the CTA's launch allocation");
