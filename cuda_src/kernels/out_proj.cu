@@ -437,7 +437,7 @@ struct ProQuantRowsFp8 {
         &desc_out, 1.f, &desc_res                                                        \
   }
 
-// M > 256: clusters of two, 128 x 192 tiles.
+// M > 256 with gemm.FP8_CLUSTER = 2: clusters of two (B multicast), 128 x 192 tiles.
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) out_proj_fp8_x2_sm90(H3_OP_PARAMS) {
   H3_OP_EPI(false, H3_EPI_VEC(192));
   gemm_sm90_body<1, 192, kOpsFp8Promote, 2,

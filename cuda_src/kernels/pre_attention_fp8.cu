@@ -39,7 +39,7 @@ namespace h3 {
         {&desc_q, &desc_k, &desc_v}, {sf_q, sf_k, sf_v}, {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}} \
   }
 
-// M > 256: clusters of two CTAs multicasting B.
+// M > 256, 128 x 128 tiles (pre_attention.FP8_TILE_M = 128): clusters of two CTAs multicasting B.
 template <int kOut>
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_fp8_x2_sm90(H3_PA8_PARAMS) {
   H3_PA8_EPI;

@@ -283,7 +283,7 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
     :data:`WGMMA_VARIANTS`).
     """
     small = m <= 256
-    large = not small and cluster is None  # the large-M default: FP8_CLUSTER / BF16_CLUSTER
+    large = not small and cluster is None  # the large-M default (FP8: FP8_CLUSTER CTAs)
     if cluster is None:
         wide = tile_n is not None and tile_n != 128
         if large:

@@ -65,10 +65,12 @@ BACKEND = "auto"
 #: ``m16n8k32`` e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); only the mma.sync
 #: back end reads it, and only sm_120a has form 2.
 FP8_MMA_FORM = -1
-#: The FP8 op's tile rows for M > 256 on sm_90a (clusters of two multicasting the weight tile):
-#: 192 (three consumer warpgroups, one head each for 64 rows: 11% fewer L2 bytes per FLOP than
-#: 128 x 128 pairs; 6-11% faster on the H200, 2026-12-01) or 128 (two consumer
-#: warpgroups, 128 x 128 head tiles). A module setting, so that tests and benchmarks can run both.
+#: The FP8 op's tile rows for M > 256 on sm_90a: 192 (three consumer warpgroups, one head each for
+#: 64 rows; in clusters of two multicasting the weight tile it read 11% fewer L2 bytes per FLOP
+#: than 128 x 128 pairs and measured 6-11% faster on the H200, 2026-12-01; on single CTAs, the
+#: default since session 11 (gemm.FP8_CLUSTER), another 5-7% above M = 4824) or 128 (two consumer
+#: warpgroups, 128 x 128 head tiles in clusters of two). A module setting, so that tests and
+#: benchmarks can run both.
 FP8_TILE_M = 192
 #: Whether BACKEND = "auto" gives the NVFP4 op its Hopper path (bf16 wgmma on dequantized
 #: operands) on sm_90a; False runs the in-register emulation (a correctness vehicle) there.
