@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -192,6 +192,16 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s12-split)  # next session (written in session 11, unrun): the 192-row FP8 pre-attention's tail
+               # split, tested off and timed on / off with 20 replays at the four centres
+    run 90 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+      "m192_no_tail_split"
+    [ "$status" = 0 ] || exit 1
+    smi_start
+    run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention \
+      --m 4824 9648 19296 38592 --reps 20 --json "$OUT/bench_ops.json"
+    smi_stop
     ;;
   s11-check)  # the last coverage of the single-CTA default: the FP8 out_proj at 4097 / 4824 (both
                # index types, the tail split on and off), the GEMM memcheck (every gemm_wgmma
