@@ -196,7 +196,7 @@ case "$MODE" in
   s12-split)  # next session (written in session 11, unrun): the 192-row FP8 pre-attention's tail
                # split, tested off and timed on / off with 20 replays at the four centres
     run 90 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
-      "m192_no_tail_split"
+      "test_fp8_pre_attention_no_tail_split and 192-"
     [ "$status" = 0 ] || exit 1
     smi_start
     run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention \

@@ -190,21 +190,6 @@ def test_fp8_pre_attention_tile_m128(m, out_mode, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("m", (4097, 4824))
-def test_fp8_pre_attention_m192_no_tail_split(m, rng, monkeypatch):
-    """The default 192-row kernels with the tail split off (the tests above run it on: at M = 4824
-    26 x 168 = 4368 tiles = 33 x 132 + 12, the 12 split into 4 k-ranges); three same-run A/Bs
-    (sessions 10-11) measured the split 0.2-1% slower in these kernels, so its off form is tested
-    for the choice."""
-    from h3cupy.ops import gemm
-
-    _need_sm90()
-    monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
-    results = check_pre_attention_fp8(m, "bf16", rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
-
-
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
 @pytest.mark.parametrize("m", (257, 4097, 4824))
 def test_fp8_pre_attention_other_cluster(m, out_mode, rng, monkeypatch):
@@ -219,14 +204,17 @@ def test_fp8_pre_attention_other_cluster(m, out_mode, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("m", (129, 4097))
-def test_fp8_pre_attention_no_tail_split(m, rng, monkeypatch):
-    """The FP8 op's two-warpgroup kernels (single CTAs at M = 129, 128 x 128 pairs at 4097,
-    where the tests above split 36 / 18 leftover tiles into 3 k-ranges) with the split off."""
+@pytest.mark.parametrize("tile_m, m", ((128, 129), (128, 4097), (192, 4097), (192, 4824)))
+def test_fp8_pre_attention_no_tail_split(tile_m, m, rng, monkeypatch):
+    """The FP8 op with the tail split off: the two-warpgroup kernels (FP8_TILE_M = 128: single
+    CTAs at M = 129, 128 x 128 pairs at 4097, where the tests above split 36 / 18 leftover tiles
+    into 3 k-ranges) and the default 192-row ones (at M = 4824 26 x 168 = 4368 tiles = 33 x 132 +
+    12, the 12 split into 4 k-ranges above; three same-run A/Bs, sessions 10-11, measured the split
+    0.2-1% slower there, so its off form is tested for that choice)."""
     from h3cupy.ops import gemm, pre_attention
 
     _need_sm90()
-    monkeypatch.setattr(pre_attention, "FP8_TILE_M", 128)
+    monkeypatch.setattr(pre_attention, "FP8_TILE_M", tile_m)
     monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
     results = check_pre_attention_fp8(m, "bf16", rng)
     bad = [r.row() for r in results if not r.passed]

@@ -437,65 +437,43 @@ struct ProQuantRowsFp8 {
         &desc_out, 1.f, &desc_res                                                        \
   }
 
-// M > 256 with gemm.FP8_CLUSTER = 2: clusters of two (B multicast), 128 x 192 tiles.
-__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) out_proj_fp8_x2_sm90(H3_OP_PARAMS) {
-  H3_OP_EPI(false, H3_EPI_VEC(192));
-  gemm_sm90_body<1, 192, kOpsFp8Promote, 2,
-                 EpiGatedResidual<false, false, true, H3_EPI_VEC(192)>, false,
-                 NoProducerHooks, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, {}, 1,
-                                                  {tail_part, tail_count, tail_splits});
-}
-
-// M > 256 with gemm.FP8_CLUSTER = 1: the same 128 x 192 tiles on single CTAs (no B multicast).
-__global__ void __launch_bounds__(384, 1) out_proj_fp8_n192_sm90(H3_OP_PARAMS) {
-  H3_OP_EPI(false, H3_EPI_VEC(192));
-  gemm_sm90_body<1, 192, kOpsFp8Promote, 1,
-                 EpiGatedResidual<false, false, true, H3_EPI_VEC(192)>, false,
-                 NoProducerHooks, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, {}, 1,
-                                                  {tail_part, tail_count, tail_splits});
-}
-
-// Small M: single CTAs, 128 x 128 tiles.
-__global__ void __launch_bounds__(384, 1) out_proj_fp8_sm90(H3_OP_PARAMS) {
-  H3_OP_EPI(false, 0);
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 1, EpiGatedResidual<false, false, true>, false,
-                 NoProducerHooks, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, {}, 1,
-                                                  {tail_part, tail_count, tail_splits});
-}
-
-// The single-launch forms: attn_out quantized by the spare producer warps (ProQuantRowsFp8).
+// The single-launch forms' producer hook: attn_out quantized by the spare producer warps
+// (ProQuantRowsFp8); the two-launch forms' none (act_q comes from a quantization launch).
 #define H3_OP_FUSED_PARAMS                                                              \
   H3_OP_PARAMS, const bf16_t *__restrict__ attn_out, u8 *act_q, u32 *tile_rows
 #define H3_OP_PRO \
   const ProQuantRowsFp8 pro { attn_out, act_q, const_cast<float*>(act_scale), tile_rows, M, k_bytes }
+#define H3_OP_NO_PRO const NoProducerHooks pro {}
 
-__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
-    out_proj_fp8_fused_x2_sm90(H3_OP_FUSED_PARAMS) {
-  H3_OP_EPI(true, H3_EPI_VEC(192));
-  H3_OP_PRO;
-  gemm_sm90_body<1, 192, kOpsFp8Promote, 2,
-                 EpiGatedResidual<true, false, true, H3_EPI_VEC(192)>, false,
-                 ProQuantRowsFp8, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, pro, 1,
-                                                  {tail_part, tail_count, tail_splits});
-}
+// One FP8 out_proj kernel: 128 x BN tiles in clusters of CLUSTER CTAs (CLUSTER_ATTR its
+// __cluster_dims__), VEC bytes of epilogue vectors per warpgroup, LIVE: the activation scales
+// written in the launch (the single-launch form, PRO_T = ProQuantRowsFp8).
+#define H3_OP_KERNEL(NAME, CLUSTER_ATTR, CLUSTER, BN, VEC, LIVE, PARAMS, PRO_T, PRO)           \
+  __global__ void CLUSTER_ATTR __launch_bounds__(384, 1) NAME(PARAMS) {                         \
+    H3_OP_EPI(LIVE, VEC);                                                                       \
+    PRO;                                                                                        \
+    gemm_sm90_body<1, BN, kOpsFp8Promote, CLUSTER, EpiGatedResidual<LIVE, false, true, VEC>,    \
+                   false, PRO_T, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, pro, 1,    \
+                                                 {tail_part, tail_count, tail_splits});         \
+  }
 
-__global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_n192_sm90(H3_OP_FUSED_PARAMS) {
-  H3_OP_EPI(true, H3_EPI_VEC(192));
-  H3_OP_PRO;
-  gemm_sm90_body<1, 192, kOpsFp8Promote, 1,
-                 EpiGatedResidual<true, false, true, H3_EPI_VEC(192)>, false,
-                 ProQuantRowsFp8, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, pro, 1,
-                                                  {tail_part, tail_count, tail_splits});
-}
+// M > 256: 128 x 192 tiles, in clusters of two multicasting B (gemm.FP8_CLUSTER = 2) or on single
+// CTAs (1, the default); M <= 256: 128 x 128 tiles on single CTAs. Two-launch forms, then the
+// single-launch ones.
+H3_OP_KERNEL(out_proj_fp8_x2_sm90, H3_CLUSTER_X2, 2, 192, H3_EPI_VEC(192), false, H3_OP_PARAMS,
+             NoProducerHooks, H3_OP_NO_PRO)
+H3_OP_KERNEL(out_proj_fp8_n192_sm90, , 1, 192, H3_EPI_VEC(192), false, H3_OP_PARAMS,
+             NoProducerHooks, H3_OP_NO_PRO)
+H3_OP_KERNEL(out_proj_fp8_sm90, , 1, 128, 0, false, H3_OP_PARAMS, NoProducerHooks, H3_OP_NO_PRO)
+H3_OP_KERNEL(out_proj_fp8_fused_x2_sm90, H3_CLUSTER_X2, 2, 192, H3_EPI_VEC(192), true,
+             H3_OP_FUSED_PARAMS, ProQuantRowsFp8, H3_OP_PRO)
+H3_OP_KERNEL(out_proj_fp8_fused_n192_sm90, , 1, 192, H3_EPI_VEC(192), true, H3_OP_FUSED_PARAMS,
+             ProQuantRowsFp8, H3_OP_PRO)
+H3_OP_KERNEL(out_proj_fp8_fused_sm90, , 1, 128, 0, true, H3_OP_FUSED_PARAMS, ProQuantRowsFp8,
+             H3_OP_PRO)
 
-__global__ void __launch_bounds__(384, 1) out_proj_fp8_fused_sm90(H3_OP_FUSED_PARAMS) {
-  H3_OP_EPI(true, 0);
-  H3_OP_PRO;
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 1, EpiGatedResidual<true, false, true>, false,
-                 ProQuantRowsFp8, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, pro, 1,
-                                                  {tail_part, tail_count, tail_splits});
-}
-
+#undef H3_OP_KERNEL
+#undef H3_OP_NO_PRO
 #undef H3_OP_PRO
 
 // minimax_h3_nvfp4_out_proj's Hopper path (sm_90a): the bf16 engine over the dequantized
