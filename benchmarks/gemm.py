@@ -27,6 +27,12 @@ def main() -> None:
     ap.add_argument("--backend", nargs="+", default=["mma_sync", "wgmma"])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--energy",
+        action="store_true",
+        help="also replay each form back to back for 1 s windows (twice) sampling NVML: "
+        "sustained time, mean SM clock, clock cycles, power and energy per call",
+    )
     args = ap.parse_args()
 
     import cupy
@@ -139,7 +145,9 @@ def main() -> None:
                 names = [b for b in names if b != "swapab" or (fmt == "bf16" and m <= 136)]
                 calls = {b: (lambda i, fn=backends[b], h3=h3: h3(i, fn)) for b in names}
                 # GPU times: CUDA-graph replays, baseline and back ends interleaved.
-                g = bench_graphs({"base": base, **calls}, reps=args.reps, rotate=rot)
+                g = bench_graphs(
+                    {"base": base, **calls}, reps=args.reps, rotate=rot, energy=args.energy
+                )
                 g_base = g["base"]
                 # Eager times (host launch path included): the baseline and each back end.
                 t_base = bench(base, reps=args.reps, warmup=3, rotate=rot)
@@ -163,6 +171,11 @@ def main() -> None:
                         "graph_ratio": g_base["median_ms"] / g_h3["median_ms"],
                         "graph_tflops": flops / (g_h3["median_ms"] * 1e-3) / 1e12,
                     }
+                    for key in ("sustained_ms", "clock_mhz", "mcycles", "power_w", "energy_mj"):
+                        if key in g_h3:
+                            row[f"h3_{key}"] = g_h3[key]
+                        if key in g_base:
+                            row[f"base_{key}"] = g_base[key]
                     results.append(row)
                     print(
                         f"{name:<6}{fmt:<6}{bname:<9}{m:>7}{row['h3_ms']:>9.3f}"
@@ -170,6 +183,15 @@ def main() -> None:
                         f"{row['ratio_vs_base']:>7.2f}{row['graph_h3_ms']:>10.3f}"
                         f"{row['graph_base_ms']:>11.3f}{row['graph_ratio']:>8.2f}"
                     )
+                    if "h3_mcycles" in row and "base_mcycles" in row:
+                        print(
+                            f"   sustained: h3 {row['h3_sustained_ms']:.3f} ms at "
+                            f"{row['h3_clock_mhz']:.0f} MHz, {row['h3_power_w']:.0f} W, "
+                            f"{row['h3_mcycles']:.3f} Mcycles, {row['h3_energy_mj']:.1f} mJ; "
+                            f"base {row['base_sustained_ms']:.3f} ms at "
+                            f"{row['base_clock_mhz']:.0f} MHz, {row['base_power_w']:.0f} W, "
+                            f"{row['base_mcycles']:.3f} Mcycles, {row['base_energy_mj']:.1f} mJ"
+                        )
                 del ta, tb, out
                 torch.cuda.empty_cache()
                 cupy.get_default_memory_pool().free_all_blocks()

@@ -518,6 +518,14 @@ def run(
     for k, v in t.items():
         if "energy_mj" in v:
             row[f"{k}_mj"], row[f"{k}_w"] = v["energy_mj"], v["power_w"]
+        for key in ("sustained_ms", "clock_mhz", "mcycles"):
+            if key in v:
+                row[f"{k}_{key}"] = v[key]
+    for base in ("compiled", "gemm"):
+        if f"{base}_sustained_ms" in row and "h3_sustained_ms" in row:
+            row[f"sustained_speedup_vs_{base}"] = (
+                row[f"{base}_sustained_ms"] / row["h3_sustained_ms"]
+            )
     if breakdown:
         row["kernels_ms"] = kernel_breakdown(fns["h3"])
     row["tflops"] = flops / (row["h3_ms"] * 1e-3) / 1e12
@@ -567,8 +575,8 @@ def main() -> None:
     ap.add_argument(
         "--energy",
         action="store_true",
-        help="also measure each form's GPU energy per call (experimental: NVML's counter over"
-        " >= 2 s of replays after 0.5 s to settle; see testing.bench_graphs)",
+        help="also replay each form back to back (1 s windows, twice) sampling NVML: sustained"
+        " time, mean SM clock, clock cycles and energy per call (testing.bench_graphs)",
     )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -617,11 +625,24 @@ def main() -> None:
                 print("   " + "; ".join(extra))
             joules = [
                 f"{k[:-3]} {row[k]:.1f} mJ at {row[k[:-3] + '_w']:.0f} W"
+                + (
+                    f", {row[k[:-3] + '_clock_mhz']:.0f} MHz, "
+                    f"{row[k[:-3] + '_mcycles']:.3f} Mcycles"
+                    if k[:-3] + "_mcycles" in row
+                    else ""
+                )
                 for k in row
                 if k.endswith("_mj")
             ]
             if joules:
                 print("   energy per call: " + "; ".join(joules))
+            if "sustained_speedup_vs_compiled" in row:
+                print(
+                    f"   sustained: h3 {row['h3_sustained_ms']:.3f} ms, compiled "
+                    f"{row['compiled_sustained_ms']:.3f} ms, GEMM(s) {row['gemm_sustained_ms']:.3f}"
+                    f" ms: {row['sustained_speedup_vs_compiled']:.2f}x compiled, "
+                    f"{row['sustained_speedup_vs_gemm']:.2f}x GEMM(s)"
+                )
             if "h3_other_cluster_ms" in row:
                 other = 3 - gemm.FP8_CLUSTER
                 line = f"   FP8_CLUSTER = {other}: {row['h3_other_cluster_ms']:.3f} ms"

@@ -82,7 +82,15 @@ def op_inputs(m: int, p: int, rng):
     return (x, w, scale, shift, idx, qkv_w, qn, kn, cs, p), out, ws
 
 
-def run_one(p: int, rng, compiled, reps: int, t: int = T, breakdown: bool = False) -> dict:
+def run_one(
+    p: int,
+    rng,
+    compiled,
+    reps: int,
+    t: int = T,
+    breakdown: bool = False,
+    energy: bool = False,
+) -> dict:
     import torch
 
     from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention
@@ -117,8 +125,12 @@ def run_one(p: int, rng, compiled, reps: int, t: int = T, breakdown: bool = Fals
     if compiled is not None:
         compiled(*chain_args)  # compile outside the capture
         fns["compiled"] = lambda i: compiled(*chain_args)
-    times = bench_graphs(fns, reps=reps)
+    times = bench_graphs(fns, reps=reps, energy=energy)
     row = {"P": p, "M": m, "T": t, **{f"{k}_ms": v["median_ms"] for k, v in times.items()}}
+    for k, v in times.items():
+        for key in ("sustained_ms", "clock_mhz", "mcycles", "energy_mj", "power_w"):
+            if key in v:
+                row[f"{k}_{key}"] = v[key]
     if breakdown:
         from ops_fp8 import kernel_breakdown  # benchmarks/ is the script's directory
 
@@ -127,6 +139,11 @@ def run_one(p: int, rng, compiled, reps: int, t: int = T, breakdown: bool = Fals
     row["speedup_vs_gemm"] = row["gemm_ms"] / row["h3_ms"]
     if "compiled_ms" in row:
         row["speedup_vs_compiled"] = row["compiled_ms"] / row["h3_ms"]
+    for base in ("compiled", "gemm"):
+        if f"{base}_sustained_ms" in row and "h3_sustained_ms" in row:
+            row[f"sustained_speedup_vs_{base}"] = (
+                row[f"{base}_sustained_ms"] / row["h3_sustained_ms"]
+            )
     return row
 
 
@@ -137,6 +154,12 @@ def main() -> None:
     ap.add_argument("--breakdown", action="store_true", help="also time each kernel launch")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument(
+        "--energy",
+        action="store_true",
+        help="also replay each form back to back (1 s windows, twice) sampling NVML: sustained"
+        " time, mean SM clock, clock cycles and energy per call (testing.bench_graphs)",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -154,7 +177,7 @@ def main() -> None:
     compiled = None if args.no_compile else torch.compile(torch_chain, dynamic=False)
     results = []
     for p in args.p:
-        row = run_one(p, rng, compiled, args.reps, args.t, args.breakdown)
+        row = run_one(p, rng, compiled, args.reps, args.t, args.breakdown, args.energy)
         results.append(row)
         nan = float("nan")
         print(
@@ -164,6 +187,14 @@ def main() -> None:
             f"{row['speedup_vs_gemm']:>9.2f}"
         )
         print(f"   without the tail split {row['h3_no_tail_ms']:.3f} ms")
+        if "sustained_speedup_vs_compiled" in row:
+            print(
+                f"   sustained: h3 {row['h3_sustained_ms']:.3f} ms at "
+                f"{row['h3_clock_mhz']:.0f} MHz, compiled {row['compiled_sustained_ms']:.3f} ms at "
+                f"{row['compiled_clock_mhz']:.0f} MHz, GEMM {row['gemm_sustained_ms']:.3f} ms: "
+                f"{row['sustained_speedup_vs_compiled']:.2f}x compiled, "
+                f"{row['sustained_speedup_vs_gemm']:.2f}x GEMM"
+            )
         for k, v in row.get("kernels_ms", {}).items():
             print(f"   {k:<40}{v:>9.3f} ms")
         torch.cuda.empty_cache()

@@ -301,10 +301,9 @@ def _capture(fn: Callable[[int], object], rotate: int):
 
 
 class EnergyMeter:
-    """The GPU's energy counter through NVML (``nvmlDeviceGetTotalEnergyConsumption``, millijoules
-    since the driver loaded), read with ctypes from the driver's libnvidia-ml; the device is
-    found by the PCI bus id of CuPy's current device. ``read()`` is None where NVML or the
-    counter is unavailable."""
+    """The GPU's energy counter, SM clock and power draw through NVML (read with ctypes from the
+    driver's libnvidia-ml); the device is found by the PCI bus id of CuPy's current device.
+    Each reading is None where NVML or that field is unavailable."""
 
     def __init__(self) -> None:
         import ctypes
@@ -326,13 +325,78 @@ class EnergyMeter:
             return
 
     def read(self) -> float | None:
-        """The counter in millijoules, or None."""
+        """The energy counter in millijoules (since the driver loaded), or None."""
         if self._handle is None:
             return None
         value = self._ct.c_ulonglong()
         if self._lib.nvmlDeviceGetTotalEnergyConsumption(self._handle, self._ct.byref(value)):
             return None
         return float(value.value)
+
+    def clock_mhz(self) -> float | None:
+        """The current SM clock (NVML_CLOCK_SM), or None."""
+        if self._handle is None:
+            return None
+        value = self._ct.c_uint()
+        if self._lib.nvmlDeviceGetClockInfo(self._handle, 1, self._ct.byref(value)):
+            return None
+        return float(value.value)
+
+    def power_w(self) -> float | None:
+        """The board's power draw (nvmlDeviceGetPowerUsage, milliwatts) in watts, or None."""
+        if self._handle is None:
+            return None
+        value = self._ct.c_uint()
+        if self._lib.nvmlDeviceGetPowerUsage(self._handle, self._ct.byref(value)):
+            return None
+        return value.value / 1e3
+
+
+def _sustained(graph, per_ms: float, rotate: int, meter: EnergyMeter, window_ms: float) -> dict:
+    """Replays `graph` back to back: 0.5 s to settle, then `window_ms` measured while a thread
+    samples the SM clock and the power draw every 2 ms. Per call: wall time, energy (counter),
+    the mean clock and power over the window, and the clock cycles (time x mean clock)."""
+    import threading
+
+    import torch
+
+    for _ in range(int(500.0 / per_ms) + 1):
+        graph.replay()
+    torch.cuda.synchronize()
+    clocks: list[float] = []
+    watts: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            c, w = meter.clock_mhz(), meter.power_w()
+            if c is not None:
+                clocks.append(c)
+            if w is not None:
+                watts.append(w)
+            time.sleep(0.002)
+
+    n = max(3, int(window_ms / per_ms) + 1)
+    thread = threading.Thread(target=sample, daemon=True)
+    e0, t0 = meter.read(), time.perf_counter()
+    thread.start()
+    for _ in range(n):
+        graph.replay()
+    torch.cuda.synchronize()
+    e1, t1 = meter.read(), time.perf_counter()
+    done.set()
+    thread.join()
+    calls = n * rotate
+    res = {"sustained_ms": (t1 - t0) * 1e3 / calls}
+    if e0 is not None and e1 is not None:
+        res["energy_mj"] = (e1 - e0) / calls
+        res["power_w"] = (e1 - e0) / 1e3 / (t1 - t0)
+    if clocks:
+        res["clock_mhz"] = statistics.fmean(clocks)
+        res["mcycles"] = res["sustained_ms"] * res["clock_mhz"] / 1e3
+    if watts:
+        res["power_sampled_w"] = statistics.fmean(watts)
+    return res
 
 
 def bench_graphs(
@@ -349,11 +413,13 @@ def bench_graphs(
     later than the previous one. ``fn`` must not allocate through CuPy's pool (pass preallocated
     outputs).
 
-    ``energy`` (experimental): then each function's graph is also replayed back to back, 0.5 s to
-    settle and then >= 2 s between two reads of the GPU's energy counter (:class:`EnergyMeter`),
-    giving ``energy_mj`` per call and ``power_w``. Absent where NVML is not available. With 0.3 s
-    windows and no settling (session 9) forms doing the same work in the same time differed by up
-    to 33% in energy: the counter lags; these longer windows are not yet validated."""
+    ``energy``: then each function's graph is also replayed back to back (0.5 s to settle, a
+    1 s window, twice, the second pass in reverse order; :func:`_sustained`), adding per call
+    ``sustained_ms``, ``energy_mj`` and ``power_w`` (NVML's energy counter), ``clock_mhz`` (the
+    mean SM clock over the window), ``mcycles`` (millions of clock cycles per call: time x clock,
+    the figure that compares kernels run at different clocks) and ``power_sampled_w``. Absent
+    where NVML is not available. The counter lags the work (session 9: 0.3 s windows without
+    settling read up to 33% apart for equal work), hence the settling."""
     import torch
 
     graphs = {name: _capture(fn, rotate) for name, fn in fns.items()}
@@ -383,21 +449,18 @@ def bench_graphs(
     }
     meter = EnergyMeter() if energy else None
     metered = names if meter is not None and meter.read() is not None else []
-    for name in metered:
-        graph = graphs[name]
-        per_ms = max(out[name]["median_ms"] * rotate, 1e-3)
-        for _ in range(int(500.0 / per_ms) + 1):  # settle: the counter then reflects this form
-            graph.replay()
-        n = max(3, int(2000.0 / per_ms) + 1)
-        torch.cuda.synchronize()
-        e0, t0 = meter.read(), time.perf_counter()
-        for _ in range(n):
-            graph.replay()
-        torch.cuda.synchronize()
-        e1, t1 = meter.read(), time.perf_counter()
-        if e0 is not None and e1 is not None:
-            out[name]["energy_mj"] = (e1 - e0) / (n * rotate)
-            out[name]["power_w"] = (e1 - e0) / 1e3 / (t1 - t0)
+    # Two passes in opposite orders, averaged, so that a drift of the clock over the passes
+    # (temperature) does not favour the forms measured first.
+    passes = [metered, metered[::-1]] if metered else []
+    acc: dict[str, list[dict]] = {name: [] for name in metered}
+    for order in passes:
+        for name in order:
+            per_ms = max(out[name]["median_ms"] * rotate, 1e-3)
+            acc[name].append(_sustained(graphs[name], per_ms, rotate, meter, 1000.0))
+    for name, runs in acc.items():
+        for key in runs[0]:
+            vals = [r[key] for r in runs if key in r]
+            out[name][key] = statistics.fmean(vals)
     del graphs
     return out
 

@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -193,7 +193,58 @@ case "$MODE" in
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
     ;;
-  s12-split)  # next session (written in session 11, unrun): the 192-row FP8 pre-attention's tail
+  s12-e)  # the operators against torch.compile in sustained windows as well as graph replays:
+          # the BF16 pre-attention at the four centres, the FP8 ops at M = 9648 / 19296 (4824 /
+          # 38592: s12-c)
+    smi_start
+    run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --energy --reps 10 \
+      --json "$OUT/bench_pre_attention.json"
+    run 250 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --m 9648 19296 --reps 10 --energy \
+      --json "$OUT/bench_ops.json"
+    smi_stop
+    ;;
+  s12-c)  # the tile orders' DRAM bytes (ncu), then each FP8 op on single CTAs against clusters of
+          # two in sustained windows (cycles, clock, energy) as well as graph replays
+    run 170 "$OUT/ncu.log" bash scripts/profile_ncu.sh order
+    smi_start
+    for op in pre_attention out_proj mlp; do
+      run 140 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops $op --m 4824 38592 --reps 10 \
+        --other-cluster --energy --json "$OUT/bench_ops_$op.json"
+    done
+    smi_stop
+    ;;
+  s12-b)  # where the engine's extra energy per call goes: bytes moved (ncu) against cuBLAS, the
+          # FP8 tile variants' cycles and energy, and the tile order grouped by 16 / 32 M-tiles
+    run 240 "$OUT/ncu.log" bash scripts/profile_ncu.sh traffic
+    smi_start
+    run 120 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes qkv fc1 --m 38592 \
+      --backend wgmma wgmma192p3x2 wgmma192x2 wgmma128p3 --reps 5 --energy \
+      --json "$OUT/bench_gemm_fp8_variants.json"
+    run 100 "$OUT/bench.log" python3 scripts/probe_engine.py --ab group16 --energy --m 38592 4824 \
+      --reps 10 --json "$OUT/ab_group16.json"
+    run 60 "$OUT/bench.log" python3 scripts/probe_engine.py --ab group32 --energy --m 38592 \
+      --reps 10 --json "$OUT/ab_group32.json"
+    smi_stop
+    ;;
+  s12-a)  # session 12's first call: the 192-row FP8 pre-attention without its tail split (tests,
+          # then timed on / off), and clocks, cycles and energy per call (bench_graphs' sustained
+          # windows) of the FP8 engine against _scaled_mm, the bf16 engine and mma.sync against
+          # cuBLAS, and of the FP8 pre-attention's forms
+    run 90 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+      "test_fp8_pre_attention_no_tail_split and 192-"
+    [ "$status" = 0 ] || exit 1
+    smi_start
+    run 150 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes qkv o fc1 fc2 \
+      --m 4824 38592 --backend wgmma --reps 10 --energy --json "$OUT/bench_gemm_fp8.json"
+    run 60 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt bf16 --shapes qkv --m 4824 38592 \
+      --backend wgmma mma_tma --reps 5 --energy --json "$OUT/bench_gemm_bf16.json"
+    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --m 4824 38592 \
+      --reps 20 --energy --json "$OUT/bench_ops_energy.json"
+    run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --m 9648 19296 \
+      --reps 20 --json "$OUT/bench_ops.json"
+    smi_stop
+    ;;
+  s12-split)  # (written in session 11; its tests ran in s12-a) the 192-row FP8 pre-attention's tail
                # split, tested off and timed on / off with 20 replays at the four centres
     run 90 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
       "test_fp8_pre_attention_no_tail_split and 192-"

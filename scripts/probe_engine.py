@@ -15,9 +15,10 @@ same forms on a diagnostic build (AB below), and checks that both give the same 
 ``vec``: the FP8 epilogues without their shared-memory vectors (-DH3_NO_EPI_VEC: the epilogues as
 before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_proj and the MLP;
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
-warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring.
-(Session 11's ``group16`` / ``group32`` / ``groupk`` builds, the single-CTA tile order grouped by
-more M-tiles, measured within +-2% and were removed: NOTES.md.)
+warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
+``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
+instead of 8 (-DH3_GROUP_M; session 11 timed them within +-2% in graph replays, NOTES.md).
+``--energy`` adds bench_graphs' sustained windows: clock cycles and energy per call.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
+    "group16": (("H3_GROUP_M=16",), True),
+    "group32": (("H3_GROUP_M=32",), True),
 }
 
 
@@ -126,6 +129,9 @@ def main() -> None:
         "--probe-on", default=None, choices=sorted(AB), help="probe that A/B build's kernels"
     )
     ap.add_argument("--cases", nargs="*", default=None, help="probe only these cases")
+    ap.add_argument(
+        "--energy", action="store_true", help="--ab: also cycles and energy per call (sustained)"
+    )
     args = ap.parse_args()
 
     import h3cupy  # noqa: F401  (registers every op)
@@ -217,9 +223,15 @@ def main() -> None:
             for name, fn in cases.items():
                 fns[name] = fn
                 fns[f"{name}_ab"] = probed(fn)
-            t = bench_graphs(fns, reps=args.reps)
+            t = bench_graphs(fns, reps=args.reps, energy=args.energy)
             for name, fn in cases.items():
                 a, b = t[name]["median_ms"], t[f"{name}_ab"]["median_ms"]
+                sustained = {
+                    f"{side}_{key}": t[f][key]
+                    for side, f in (("default", name), ("ab", f"{name}_ab"))
+                    for key in ("sustained_ms", "clock_mhz", "mcycles", "energy_mj", "power_w")
+                    if key in t[f]
+                }
                 same = None
                 if hasattr(fn, "out"):  # the same bytes from both builds
                     fn(0)
@@ -236,6 +248,7 @@ def main() -> None:
                         "ab_ms": b,
                         "default_speedup": b / a,
                         "same_bytes": same,
+                        **sustained,
                     }
                 )
                 print(
@@ -243,6 +256,16 @@ def main() -> None:
                     f"default {b / a:.3f}x faster; same bytes: {same}",
                     flush=True,
                 )
+                if "ab_mcycles" in sustained and "default_mcycles" in sustained:
+                    print(
+                        "   sustained: default "
+                        f"{sustained['default_mcycles']:.3f} Mcycles, "
+                        f"{sustained['default_energy_mj']:.1f} mJ at "
+                        f"{sustained['default_clock_mhz']:.0f} MHz; {args.ab} build "
+                        f"{sustained['ab_mcycles']:.3f} Mcycles, {sustained['ab_energy_mj']:.1f} mJ"
+                        f" at {sustained['ab_clock_mhz']:.0f} MHz",
+                        flush=True,
+                    )
         _dump(rows, args.json)
         return
     for m in args.m:

@@ -9,6 +9,11 @@
 #       M = 4824 against the engine's plain FP8 GEMM of the same shape
 #   OUT=out bash scripts/profile_ncu.sh out-proj       the FP8 out_proj's GEMM kernel (gated
 #       residual) at M = 4824 against the engine's plain FP8 GEMM of the O shape
+#   OUT=out bash scripts/profile_ncu.sh traffic        bytes moved (DRAM, L2, shared memory),
+#       instructions and cycles of the engine's default GEMM against cuBLAS's, FP8 QKV / FC1 at
+#       M = 38592 and 4824 and bf16 QKV at 38592 (where the engine draws more energy per call)
+#   OUT=out bash scripts/profile_ncu.sh order          DRAM / L2 bytes of the engine's tile orders
+#   OUT=out bash scripts/profile_ncu.sh order-new      the same for the default order, five shapes
 set -u -o pipefail
 OUT=${OUT:-out}
 MODE=${1:-pre-attention}
@@ -83,8 +88,33 @@ case "$MODE" in
     op_vs_plain out_proj_fp8_x2 out_proj o "FP8 out_proj GEMM kernel (gated-residual epilogue)" |
       tee "$OUT/ncu_out_proj.txt"
     ;;
+  traffic)
+    METRICS=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum
+    METRICS=$METRICS,sm__inst_executed.sum,sm__cycles_elapsed.avg,gpu__time_duration.sum
+    METRICS=$METRICS,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.sum
+    METRICS=$METRICS,l1tex__data_bank_reads.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed
+    timeout 200 ncu --clock-control none --profile-from-start off --metrics "$METRICS" \
+      python3 scripts/ncu_traffic.py "e4m3 qkv 38592 base" "e4m3 fc1 38592 base" \
+      "e4m3 qkv 4824 base" "e4m3 o 38592 base" "bf16 qkv 38592 base" 2>&1 | tee "$OUT/ncu_traffic.txt"
+    ;;
+  order)  # DRAM / L2 bytes of the FP8 engine's tile orders: single CTAs grouped by 8 (default),
+          # 16, 32, 64 M-tiles, and clusters of two grouped by 8 / 16 pairs (QKV, FC1 at 38592)
+    METRICS=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum
+    METRICS=$METRICS,sm__cycles_elapsed.avg
+    timeout 200 ncu --clock-control none --profile-from-start off --metrics "$METRICS" \
+      python3 scripts/ncu_traffic.py "e4m3 qkv 38592 n=2" "e4m3 qkv 38592 n=2 group=16" \
+      "e4m3 qkv 38592 n=2 group=32" "e4m3 qkv 38592 n=2 group=64" "e4m3 qkv 38592 n=2 cluster=2" \
+      "e4m3 qkv 38592 n=2 cluster=2 group=16" "e4m3 fc1 38592 n=2 cluster=2" \
+      "e4m3 fc1 38592 n=2 group=32" "bf16 qkv 38592 n=2 group=16" 2>&1 | tee "$OUT/ncu_order.txt"
+    ;;
+  order-new)  # the same bytes for the K-dependent tile order (session 12) at the five shapes
+    METRICS=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum
+    timeout 120 ncu --clock-control none --profile-from-start off --metrics "$METRICS" \
+      python3 scripts/ncu_traffic.py "e4m3 qkv 38592 n=1" "e4m3 fc1 38592 n=1" "e4m3 o 38592 n=1" \
+      "e4m3 fc2 38592 n=1" "bf16 qkv 38592 n=1" "bf16 fc1 38592 n=1" 2>&1 | tee "$OUT/ncu_order_new.txt"
+    ;;
   *)
-    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj)" >&2
+    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new)" >&2
     exit 2
     ;;
 esac

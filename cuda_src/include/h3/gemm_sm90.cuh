@@ -187,9 +187,18 @@ struct Sm90GemmCfg {
   // 4.6% slower on the FP8 n192 out_proj kernel (benchmarks/NOTES.md, session 7).
   static constexpr int kConsumerRegs = kWG == 3 ? 160 : kPromote != 0 && kBN == 224 ? 240 : 232;
   static constexpr int kProducerRegs = kWG == 3 ? 32 : kPromote != 0 && kBN == 224 ? 24 : 40;
-  // M-tiles (clusters: tile pairs) per group. Single CTAs grouped by 16 or 32 M-tiles (fewer
-  // weight re-reads from DRAM) measured within +-2% of 8 on the H200 (NOTES.md, session 11).
+  // M-tiles (clusters: tile pairs) per group. Single CTAs grouped by 16 or 32 M-tiles measured
+  // within +-2% of 8 (NOTES.md, session 11). Session 12 measured the DRAM bytes (ncu): FP8 QKV at
+  // M = 38592 on single CTAs reads 8.9 GB with 8, 4.2 with 16 (cuBLAS 3.3), and a K-dependent
+  // group (an ~11 MiB A panel) halved FP8 QKV / FC1 DRAM reads, yet ran level or 0.2-3.5% slower
+  // in graph replays and level in energy per call: DRAM traffic is not what the engine's extra
+  // energy goes to. H3_GROUP_M: a diagnostic build's other value (probe_engine.py --ab,
+  // ncu_traffic.py group=G).
+#ifdef H3_GROUP_M
+  static constexpr int kGroupM = H3_GROUP_M;
+#else
   static constexpr int kGroupM = 8;
+#endif
   static_assert(128 * kProducerRegs + 128 * kWG * kConsumerRegs <=
                     (65536 / kThreads) / 8 * 8 * kThreads,
                 "setmaxnreg budgets must fit the CTA's launch allocation");
