@@ -324,38 +324,38 @@ class EnergyMeter:
         except OSError:
             return
 
+    def _query(self, name: str, ctype: str, *args) -> int | None:
+        """NVML's ``name(handle, *args, &value)`` with ``value`` a ctypes ``ctype``, or None where
+        it fails or NVML is absent."""
+        if self._handle is None:
+            return None
+        value = getattr(self._ct, ctype)()
+        if getattr(self._lib, name)(self._handle, *args, self._ct.byref(value)):
+            return None
+        return value.value
+
     def read(self) -> float | None:
         """The energy counter in millijoules (since the driver loaded), or None."""
-        if self._handle is None:
-            return None
-        value = self._ct.c_ulonglong()
-        if self._lib.nvmlDeviceGetTotalEnergyConsumption(self._handle, self._ct.byref(value)):
-            return None
-        return float(value.value)
+        v = self._query("nvmlDeviceGetTotalEnergyConsumption", "c_ulonglong")
+        return None if v is None else float(v)
 
     def clock_mhz(self) -> float | None:
-        """The current SM clock (NVML_CLOCK_SM), or None."""
-        if self._handle is None:
-            return None
-        value = self._ct.c_uint()
-        if self._lib.nvmlDeviceGetClockInfo(self._handle, 1, self._ct.byref(value)):
-            return None
-        return float(value.value)
+        """The current SM clock (NVML_CLOCK_SM = 1), or None."""
+        v = self._query("nvmlDeviceGetClockInfo", "c_uint", 1)
+        return None if v is None else float(v)
 
     def power_w(self) -> float | None:
         """The board's power draw (nvmlDeviceGetPowerUsage, milliwatts) in watts, or None."""
-        if self._handle is None:
-            return None
-        value = self._ct.c_uint()
-        if self._lib.nvmlDeviceGetPowerUsage(self._handle, self._ct.byref(value)):
-            return None
-        return value.value / 1e3
+        v = self._query("nvmlDeviceGetPowerUsage", "c_uint")
+        return None if v is None else v / 1e3
 
 
 def _sustained(graph, per_ms: float, rotate: int, meter: EnergyMeter, window_ms: float) -> dict:
     """Replays `graph` back to back: 0.5 s to settle, then `window_ms` measured while a thread
     samples the SM clock and the power draw every 2 ms. Per call: wall time, energy (counter),
-    the mean clock and power over the window, and the clock cycles (time x mean clock)."""
+    the mean clock and power over the window, and the clock cycles (time x mean clock). The
+    window is wall time: a graph that replays faster than the host enqueues it (tens of µs)
+    measures the host, not the GPU."""
     import threading
 
     import torch
