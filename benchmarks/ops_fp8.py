@@ -344,6 +344,8 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
         if other_tile:  # the other tile height (pre_attention.FP8_TILE_M 128 <-> 192)
             other = 192 if pre_attention.FP8_TILE_M == 128 else 128
             fns["h3_other_tile"] = with_setting(pre_attention, "FP8_TILE_M", other, fns["h3"])
+            # the 128 x 192 tiles in N-tile pairs (pre_attention.FP8_TILE = "n192", prepared)
+            fns["h3_n192"] = with_setting(pre_attention, "FP8_TILE", "n192", fns["h3"])
         fns["h3_no_tail"] = tail_split(fns["h3"], False)
         args = (x, w, scale, shift, idx, wq, ws, qn, kn, cs)
         chain = chain_pre
@@ -540,6 +542,7 @@ def run(
         "engine",
         "h3_emulation",
         "h3_other_tile",
+        "h3_n192",
         "h3_other_cluster",
     ):
         if f"{k}_ms" in row:
@@ -564,7 +567,8 @@ def main() -> None:
     ap.add_argument(
         "--other-tile",
         action="store_true",
-        help="also time fp8_pre_attention with the other tile height (FP8_TILE_M 128 <-> 192)",
+        help="also time fp8_pre_attention with the other tile height (FP8_TILE_M 128 <-> 192)"
+        " and on 128 x 192 tiles in N-tile pairs (FP8_TILE = 'n192')",
     )
     ap.add_argument(
         "--other-cluster",
@@ -652,6 +656,8 @@ def main() -> None:
             if "h3_other_tile_ms" in row:
                 other = 192 if pre_attention.FP8_TILE_M == 128 else 128
                 print(f"   {other}-row tiles {row['h3_other_tile_ms']:.3f} ms")
+            if "h3_n192_ms" in row:
+                print(f"   128 x 192 tiles in N-tile pairs {row['h3_n192_ms']:.3f} ms")
             for k, v in row.get("kernels_ms", {}).items():
                 print(f"   {k:<40}{v:>9.3f} ms")
             torch.cuda.empty_cache()

@@ -204,6 +204,24 @@ def test_fp8_pre_attention_other_cluster(m, out_mode, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+@pytest.mark.parametrize("m", (257, 4097, 4824))
+def test_fp8_pre_attention_n192_pairs(m, out_mode, rng, monkeypatch):
+    """The FP8 op on the engine's 128 x 192 tiles in N-tile pairs (pre_attention.FP8_TILE =
+    "n192", prepared 2026-12-02: the middle head of each 384-column pair is finished from a
+    shared-memory stash in the pair's second tile), same checks against the reference: every
+    head position in a pair (whole in the first tile, straddling, whole in the second) in every
+    kind (the Q / K and K / V boundaries fall inside pairs), M = 257 a lone 1-row last M-tile,
+    4097 one row past a whole tile, 4824 the production centre."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "FP8_TILE", "n192")
+    results = check_pre_attention_fp8(m, out_mode, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize("tile_m, m", ((128, 129), (128, 4097), (192, 4097), (192, 4824)))
 def test_fp8_pre_attention_no_tail_split(tile_m, m, rng, monkeypatch):
     """The FP8 op with the tail split off: the two-warpgroup kernels (FP8_TILE_M = 128: single

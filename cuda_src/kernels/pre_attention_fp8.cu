@@ -68,6 +68,23 @@ __global__ void __launch_bounds__(512, 1) pre_attention_fp8_m192_sm90(H3_PA8_PAR
       desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});
 }
 
+// M > 256, 128 x 192 tiles in N-tile pairs (pre_attention.FP8_TILE = "n192"; written 2026-12-02
+// after the device time ran out, compile- and SASS-checked, not yet run): the engine's FP8
+// default tile (two m64n192 warpgroups) on single CTAs, each CTA running the two 192-column
+// tiles of a 384-column pair back to back so that the head straddling them goes through the
+// epilogue's 16 KiB stash per warpgroup (EpiPreAttnPair). No tail split (kPairN excludes it).
+template <int kOut>
+__global__ void __launch_bounds__(384, 1) pre_attention_fp8_n192_sm90(H3_PA8_PARAMS) {
+  using Epi = EpiPreAttnPair<kOut>;
+  const Epi epi{{{q_w, k_w, cs, nullptr, 0, cs_rows, M, 1, qk_eps},
+                 {act_scale, w_scale},
+                 {&desc_q, &desc_k, &desc_v},
+                 {sf_q, sf_k, sf_v},
+                 {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}}};
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 1, Epi, false, NoProducerHooks, 2, false, false>(
+      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+}
+
 template <int kOut>
 __global__ void __launch_bounds__(384, 1) pre_attention_fp8_sm90(H3_PA8_PARAMS) {
   H3_PA8_EPI;

@@ -42,7 +42,7 @@ PRE_ATTENTION_FP8 = jit.ModuleSpec(
     tuple(
         f"h3::pre_attention_fp8{c}_sm90<{mode}>"
         for mode in range(3)
-        for c in ("_x2", "_m192_x2", "_m192", "")
+        for c in ("_x2", "_m192_x2", "_m192", "_n192", "")
     ),
 )
 OUT_MODES = ("bf16", "e4m3", "nvfp4")
@@ -72,6 +72,13 @@ FP8_MMA_FORM = -1
 #: warpgroups, 128 x 128 head tiles in clusters of two). A module setting, so that tests and
 #: benchmarks can run both.
 FP8_TILE_M = 192
+#: "n192" (prepared 2026-12-02, not yet run on a GPU; never the default until it is): the FP8
+#: op's tiles for M > 256 are the engine's 128 x 192 (two m64n192 warpgroups, single CTAs), each
+#: CTA running a 384-column pair of them back to back; the head that straddles a pair goes
+#: through a 16 KiB shared-memory stash per warpgroup (h3/pre_attention_wg.cuh,
+#: EpiPreAttnPair). The 192-row tiles' m64n128 wgmmas run 8% fewer FLOP per µs than m64n192
+#: (NOTES.md, session 12). None: FP8_TILE_M decides.
+FP8_TILE = None
 #: Whether BACKEND = "auto" gives the NVFP4 op its Hopper path (bf16 wgmma on dequantized
 #: operands) on sm_90a; False runs the in-register emulation (a correctness vehicle) there.
 #: True since the Hopper path passed on the H200 (2026-12-01, tests/test_pre_attention_gpu.py).
@@ -465,17 +472,31 @@ def minimax_h3_fp8_pre_attention(
     # M > 256: FP8_TILE_M-row tiles in clusters of gemm.FP8_CLUSTER (its 128-row tiles in pairs
     # only); else 128 x 128 single CTAs
     large = m > 256
-    wg = 3 if large and FP8_TILE_M == 192 else 2  # consumer warpgroups, 64 rows each
-    cluster = (gemm.FP8_CLUSTER if wg == 3 else 2) if large else 1
-    suffix = "" if not large else "_x2" if wg == 2 else f"_m192{'_x2' if cluster == 2 else ''}"
+    pairs = large and FP8_TILE == "n192"
+    wg = 3 if large and FP8_TILE_M == 192 and not pairs else 2  # consumer warpgroups
+    cluster = 1 if pairs else (gemm.FP8_CLUSTER if wg == 3 else 2) if large else 1
+    tile_n = 192 if pairs else 128
+    suffix = (
+        ""
+        if not large
+        else "_n192"
+        if pairs
+        else "_x2"
+        if wg == 2
+        else f"_m192{'_x2' if cluster == 2 else ''}"
+    )
     name = f"h3::pre_attention_fp8{suffix}_sm90<{mode}>"
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
     desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 64 * wg)
-    desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 128 // cluster)
+    desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, tile_n // cluster)
     descs = _qkv_out_maps(outs, out_mode, m)
-    smem = gemm.wgmma_smem_bytes(128, wg=wg)
-    # the tail split (gemm.TAIL_SPLIT), its counters and partials in the op's scratch
-    plan = gemm.tail_plan(kernel, m, QKV_ROWS, 128, cluster, smem, dev, D // 128, wg=wg)
+    # the pairs' stash: 16 KiB per consumer warpgroup (EpiPreAttnPair::kVecBytes)
+    smem = gemm.wgmma_smem_bytes(tile_n, wg=wg, vec=16384 if pairs else 0)
+    # the tail split (gemm.TAIL_SPLIT), its counters and partials in the op's scratch; the pairs'
+    # kernel is built without it
+    plan = gemm.tail_plan(
+        kernel, m, QKV_ROWS, tile_n, cluster, smem, dev, D // 128, split=not pairs, wg=wg
+    )
     buf = gemm.plan_workspace(plan, None, dev, [xt], "")
     launch(
         kernel,

@@ -128,6 +128,13 @@ H3_DEVICE void vec_wait(int wg) {
 // pass's TMA store to read the buffer in the middle of the epilogue).
 H3_MEMBER_OR(EpiFullStaging, kFullStaging)
 
+// `static constexpr bool kPairN = true`: each CTA runs N-tiles in pairs, (m, 2j) then (m, 2j + 1)
+// back to back (the tile order is over those pairs; the column-tile count must be even), so an
+// epilogue can carry state from the first tile of a pair to the second through its vector area
+// (the FP8 pre-attention's 192-column tiles: a head straddles the pair's two tiles). Cooperative
+// schedule, single CTAs, no split-K, no tail split, no producer hooks.
+H3_MEMBER_OR(EpiPairN, kPairN)
+
 // 8 KiB boxes of epilogue staging per consumer warpgroup (without full staging): 2, stored in
 // passes of 128 columns. A diagnostic build for kernels/gemm_wgmma.cu only (the pre-attention
 // epilogues assume 128-column passes): -DH3_STAGING_8K gives one box, 64-column passes, and the
@@ -321,6 +328,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                 "ping-pong: one warpgroup holds a whole 128 x kBN tile (kBN <= 128, no promotion)");
   constexpr bool kPf = EpiPrefetches<Epi, false>::value;
   constexpr int kVec = EpiVecBytes<Epi, 0>::value;
+  constexpr bool kPair = EpiPairN<Epi, false>::value;
+  static_assert(!kPair || (kCluster == 1 && !kPingPong && !kSplitK && !kTail),
+                "N-tile pairs: single CTAs, cooperative schedule, no split-K, no tail split");
   static_assert(kVec == 0 || (!kPingPong && !kSplitK), "epilogue vectors: cooperative, no split-K");
   static_assert(!kPf || !kPingPong, "epilogue prefetch: cooperative schedule only");
   static_assert(!kPingPong || kWG == 2, "ping-pong: two consumer warpgroups");
@@ -363,7 +373,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     int m = M;
     asm volatile("" : "+r"(m));
     const int num_m = (m + Cfg::kBM - 1) / Cfg::kBM;
-    return TileOrder{(num_m + kCluster - 1) / kCluster, (N + kBN - 1) / kBN, Cfg::kGroupM};
+    const int num_n = (N + kBN - 1) / kBN;
+    return TileOrder{(num_m + kCluster - 1) / kCluster, kPair ? num_n / 2 : num_n, Cfg::kGroupM};
   };
   // The A rows that the first round of tiles reads (the hooks' r0); formed where each role uses
   // it (a value held across setmaxnreg went to local memory in the fused out_proj kernel).
@@ -398,6 +409,25 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     kt0 = part * k_tiles / parts;
     nk = (part + 1) * k_tiles / parts - kt0;
   };
+  // Whether unit t (= cluster_id + k x clusters) of this CTA exists, and its tile (pair) and
+  // N-tile. kPair: the CTA's units 2i and 2i + 1 are the two N-tiles of its i-th pair (pair
+  // cluster_id + i x clusters of the order).
+  auto live = [&](int t) {
+    if constexpr (kPair) {
+      return cluster_id + (((t - cluster_id) / clusters) >> 1) * clusters < order().count();
+    } else {
+      return t < unit_count();
+    }
+  };
+  auto tile_mn = [&](int t, int tile, int& mp, int& nt) {
+    if constexpr (kPair) {
+      const int k = (t - cluster_id) / clusters;
+      order().tile(cluster_id + (k >> 1) * clusters, mp, nt);
+      nt = 2 * nt + (k & 1);
+    } else {
+      order().tile(tile, mp, nt);
+    }
+  };
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -427,10 +457,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       H3_EP_DECL(ep_empty);
       int it = 0;
       const int units = unit_count();
-      for (int t = cluster_id; t < units; t += clusters) {
+      for (int t = cluster_id; kPair ? live(t) : t < units; t += clusters) {
         int mp, nt, tile, kt0, nk, part;
         unit(t, tile, kt0, nk, part);
-        order().tile(tile, mp, nt);
+        tile_mn(t, tile, mp, nt);
         const int m0 = (mp * kCluster + rank) * Cfg::kBM;
         const int nslice = nt * kBN + rank * Cfg::kBSliceRows;
         pro.before_a(m0);
@@ -585,14 +615,14 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       // (the unit count is formed again at each test, from the opaque M: held across the
       // mainloop, it was the word ptxas spilled in the 192-row FP8 kernel with the tail split)
       H3_EP_STAMP(ep_start);
-      for (int t = cluster_id; t < unit_count(); t += clusters, ++tiles) {
+      for (int t = cluster_id; live(t); t += clusters, ++tiles) {
         H3_EP_STAMP(ep0);
         int mp, nt, tile, kt0, part, nk;
         unit(t, tile, kt0, nk, part);
         // NOTE: split units run fewer k-tiles; k_tiles is shadowed so that the loops below are
         // the measured ones for every other kernel.
         const int k_tiles = nk;
-        order().tile(tile, mp, nt);
+        tile_mn(t, tile, mp, nt);
         const int row0 = (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1);
         // (before the fragments are live: in the first k-tile it spilled the loop counter)
         if constexpr (kVec > 0) epi.template prefetch_vec<kBN>(row0, nt * kBN, my_vec);

@@ -102,9 +102,15 @@ struct WgYRowCol {
     }
   }
   H3_DEVICE void apply(float (&d)[64], int col0, const Ops& o) const {
+    apply_groups<0, 16>(d, col0, o);
+  }
+  // The 8-column groups [kJ0, kJ1) of a fragment whose group j holds columns col0 + 8 j ..
+  template <int kJ0, int kJ1, int kAcc>
+  H3_DEVICE void apply_groups(float (&d)[kAcc], int col0, const Ops& o) const {
+    static_assert(0 <= kJ0 && kJ0 < kJ1 && 4 * kJ1 <= kAcc, "groups inside the fragment");
     const int q4 = threadIdx.x % 4;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = kJ0; j < kJ1; ++j) {
       const float2 ws = *reinterpret_cast<const float2*>(w_scale + col0 + 8 * j + 2 * q4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -145,17 +151,27 @@ struct EpiPreAttnQkv {
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
     static_assert(kAcc == 64, "one head (128 columns) per warpgroup fragment");
+    head<false>(d, row0, col0, staging, wg);
+  }
+
+  // One head at columns col0.. (a multiple of 128); kScaled: d already holds y (scaled and
+  // rounded to bf16), else the Scale policy forms it here. kZeroOps: the RoPE operands start at
+  // zero (V heads load none): with several heads in one epilogue, ptxas otherwise carried the
+  // unloaded ones from head to head through local memory.
+  template <bool kScaled, bool kZeroOps = false>
+  H3_DEVICE void head(float (&d)[64], int row0, int col0, u8* staging, int wg) const {
     const int M = math.M;
     const int kind = col0 / kPaKindCols, head = (col0 % kPaKindCols) / kPaHeadDim;
     typename Scale::Ops so;
     PaOperands po;
+    if constexpr (kZeroOps) po = PaOperands{};
     int p[2];
-    scale.load(so, row0, M);
+    if constexpr (!kScaled) scale.load(so, row0, M);
     math.positions(row0, p);
     math.load_half(po, p, col0, 0);
     // the kind's out scalar (a device value for e4m3 / nvfp4) joins the batch
     const float sv = kOut == kPaOutBf16 ? 0.f : pick3(scalar, kind).get();
-    scale.apply(d, col0, so);
+    if constexpr (!kScaled) scale.apply(d, col0, so);
     math.template apply<true, true>(d, col0, po, p);
     const TmaDesc* dk = pick3(desc, kind);
     if constexpr (kOut == kPaOutBf16) {
@@ -170,6 +186,78 @@ struct EpiPreAttnQkv {
       store_fragment_nvfp4(d, sv, staging, wg, row0, M, sf0, kPaHeads * 8,
                            [&](const u8* src) { tma_store_2d(dk, src, head * 64, row0); });
     }
+  }
+};
+
+// 128 x 192 tiles in N-tile pairs (the engine's kPairN; the FP8 op, Scale = WgYRowCol): a pair
+// covers 384 columns, three whole heads, and the middle head B straddles its two tiles. A
+// warpgroup's 64 x 192 fragment holds 24 8-column groups, d[4 j .. 4 j + 3] for group j.
+// * First tile (columns c .. c + 191): groups 16-23 (head B's first 64 columns) are scaled,
+//   rounded to y = bf16(...) and kept in the vector area as stash words 0-15; then head A
+//   (groups 0-15) runs whole.
+// * Second tile (columns c + 192 ..): groups 0-7 (head B's last 64 columns) go to stash words
+//   16-31 the same way; head C (groups 8-23) runs whole; then head B is read back from the 32
+//   words into groups 8-23's registers and runs as an already scaled head.
+// Word i of thread t sits at (128 i + t) x 4 bytes: a thread reads back only its own words (the
+// thread holding a column of head B in the first tile holds the column 64 on in the second, with
+// the same rows), so no value crosses threads and no barrier is needed. Stashing before the
+// whole head keeps at most 64 values live beside it (held across it, ptxas spilled). r = bf16(y)
+// is what SPEC section 3 normalizes, so the stash's bf16 is exact.
+template <int kOut>
+struct EpiPreAttnPair {
+  EpiPreAttnQkv<kOut, WgYRowCol> one;
+  static constexpr bool kPairN = true;
+  static constexpr int kVecBytes = 32 * 128 * 4;  // the stash: 16 KiB per warpgroup
+
+  template <int kBN>
+  H3_DEVICE void prefetch_vec(int, int, u8*) const {}  // the vector area is the stash only
+
+  // y of groups [kJ0, kJ0 + 8) (columns col0 + 8 j ..) into stash words w0 .. w0 + 15
+  template <int kJ0, int kAcc>
+  H3_DEVICE void stash_y(float (&d)[kAcc], int row0, int col0, u32 stash, int w0) const {
+    const int tid = threadIdx.x % 128;
+    typename WgYRowCol::Ops so;
+    one.scale.load(so, row0, one.math.M);
+    one.scale.template apply_groups<kJ0, kJ0 + 8>(d, col0, so);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float* v = &d[4 * (kJ0 + j) + 2 * h];
+        const u32 w = pack_bf16x2(f32_to_bf16(v[0]), f32_to_bf16(v[1]));
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(stash + 4 * (128 * (w0 + 2 * j + h) + tid)),
+                     "r"(w)
+                     : "memory");
+      }
+  }
+
+  template <int kAcc>
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
+                            u8* vec) const {
+    static_assert(kAcc == 96, "a 64 x 192 fragment: one head and a half");
+    const int tid = threadIdx.x % 128;
+    const u32 stash = smem_addr(vec);
+    auto view = [&](int off) -> float(&)[64] { return *reinterpret_cast<float(*)[64]>(&d[off]); };
+    if ((col0 / 192) % 2 == 0) {
+      stash_y<16>(d, row0, col0, stash, 0);
+      one.template head<false, true>(view(0), row0, col0, staging, wg);  // head A
+      return;
+    }
+    stash_y<0>(d, row0, col0, stash, 16);
+    one.template head<false, true>(view(32), row0, col0 + 64, staging, wg);  // head C
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        u32 w;
+        asm volatile("ld.shared.u32 %0, [%1];"
+                     : "=r"(w)
+                     : "r"(stash + 4 * (128 * (2 * j + h) + tid))
+                     : "memory");
+        d[32 + 4 * j + 2 * h] = __uint_as_float(w << 16);
+        d[32 + 4 * j + 2 * h + 1] = __uint_as_float(w & 0xffff0000u);
+      }
+    one.template head<true, true>(view(32), row0, col0 - 64, staging, wg);  // head B
   }
 };
 
