@@ -6,9 +6,10 @@ sees only those launches, in the order of the cases given.
 
 One argument per case. ``cluster=C``: the 192-column FP8 tiles on single CTAs (1) or in clusters
 of two (2, B multicast); ``group=G``: the engine module built with -DH3_GROUP_M=G (the tile order
-grouped by G M-tiles; probe_engine.py's A/B builds, from the same cache); ``base``: then the
-cuBLAS baseline (`torch._scaled_mm` row-wise for e4m3, `torch.mm` for bf16); ``n``: launches of
-each.
+grouped by G M-tiles; probe_engine.py's A/B builds, from the same cache); ``backend=mma_tma``
+(bf16): the TMA-fed mma.sync back end (``gemm.gemm_mma_tma``) instead of the wgmma engine;
+``base``: then the cuBLAS baseline (`torch._scaled_mm` row-wise for e4m3, `torch.mm` for bf16);
+``n``: launches of each.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ def case(text: str):
         a, b = a.bfloat16(), b.bfloat16()
 
         def run():
-            gemm.gemm_wgmma(a, b, fmt="bf16", out=out)
+            if opts.get("backend") == "mma_tma":
+                gemm.gemm_mma_tma(a, b, fmt="bf16", out=out)
+            else:
+                gemm.gemm_wgmma(a, b, fmt="bf16", out=out)
 
         def base():
             torch.mm(a, b.t())

@@ -14,6 +14,8 @@
 #       M = 38592 and 4824 and bf16 QKV at 38592 (where the engine draws more energy per call)
 #   OUT=out bash scripts/profile_ncu.sh order          DRAM / L2 bytes of the engine's tile orders
 #   OUT=out bash scripts/profile_ncu.sh order-new      the same for the default order, five shapes
+#   OUT=out bash scripts/profile_ncu.sh mma-tma        the mma.sync back end's full sections at
+#       M = 38592 (bf16 QKV) beside the wgmma engine's
 set -u -o pipefail
 OUT=${OUT:-out}
 MODE=${1:-pre-attention}
@@ -113,8 +115,14 @@ case "$MODE" in
       python3 scripts/ncu_traffic.py "e4m3 qkv 38592 n=1" "e4m3 fc1 38592 n=1" "e4m3 o 38592 n=1" \
       "e4m3 fc2 38592 n=1" "bf16 qkv 38592 n=1" "bf16 fc1 38592 n=1" 2>&1 | tee "$OUT/ncu_order_new.txt"
     ;;
+  mma-tma)  # the mma.sync back end at M = 38592 (bf16 QKV; issue #3 asks 480 TFLOP/s, it runs
+            # ~425 at 1.8 GHz): where its issue slots and tensor pipe go, against the wgmma engine
+    timeout 200 "${NCU[@]}" --profile-from-start off "${SECTIONS[@]}" --section SchedulerStats \
+      python3 scripts/ncu_traffic.py "bf16 qkv 38592 n=1 backend=mma_tma" "bf16 qkv 38592 n=1" \
+      2>&1 | tee "$OUT/ncu_mma_tma.txt"
+    ;;
   *)
-    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new)" >&2
+    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new, mma-tma)" >&2
     exit 2
     ;;
 esac
