@@ -507,7 +507,7 @@ def run(
 ) -> dict:
     import torch
 
-    from h3cupy.testing import bench_graphs
+    from h3cupy.testing import bench_graphs, sustained_fields
 
     fns, args, chain, flops = forms(op, m, other_tile, other_clusters)
     fns["eager"] = lambda i: chain(*args)
@@ -517,17 +517,11 @@ def run(
         fns["compiled"] = lambda i: compiled(*args)
     t = bench_graphs(fns, reps=reps, energy=energy)
     row = {"op": op, "M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
+    # energy and power under the names of session 9's energy pass ({form}_mj, {form}_w)
     for k, v in t.items():
         if "energy_mj" in v:
             row[f"{k}_mj"], row[f"{k}_w"] = v["energy_mj"], v["power_w"]
-        for key in ("sustained_ms", "clock_mhz", "mcycles"):
-            if key in v:
-                row[f"{k}_{key}"] = v[key]
-    for base in ("compiled", "gemm"):
-        if f"{base}_sustained_ms" in row and "h3_sustained_ms" in row:
-            row[f"sustained_speedup_vs_{base}"] = (
-                row[f"{base}_sustained_ms"] / row["h3_sustained_ms"]
-            )
+    row.update(sustained_fields(t, keys=("sustained_ms", "clock_mhz", "mcycles")))
     if breakdown:
         row["kernels_ms"] = kernel_breakdown(fns["h3"])
     row["tflops"] = flops / (row["h3_ms"] * 1e-3) / 1e12

@@ -94,7 +94,7 @@ def run_one(
     import torch
 
     from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention
-    from h3cupy.testing import bench_graphs
+    from h3cupy.testing import bench_graphs, sustained_fields
 
     m = t // p
     chain_args, out, ws = op_inputs(m, p, rng)
@@ -127,10 +127,7 @@ def run_one(
         fns["compiled"] = lambda i: compiled(*chain_args)
     times = bench_graphs(fns, reps=reps, energy=energy)
     row = {"P": p, "M": m, "T": t, **{f"{k}_ms": v["median_ms"] for k, v in times.items()}}
-    for k, v in times.items():
-        for key in ("sustained_ms", "clock_mhz", "mcycles", "energy_mj", "power_w"):
-            if key in v:
-                row[f"{k}_{key}"] = v[key]
+    row.update(sustained_fields(times))
     if breakdown:
         from ops_fp8 import kernel_breakdown  # benchmarks/ is the script's directory
 
@@ -139,11 +136,6 @@ def run_one(
     row["speedup_vs_gemm"] = row["gemm_ms"] / row["h3_ms"]
     if "compiled_ms" in row:
         row["speedup_vs_compiled"] = row["compiled_ms"] / row["h3_ms"]
-    for base in ("compiled", "gemm"):
-        if f"{base}_sustained_ms" in row and "h3_sustained_ms" in row:
-            row[f"sustained_speedup_vs_{base}"] = (
-                row[f"{base}_sustained_ms"] / row["h3_sustained_ms"]
-            )
     return row
 
 

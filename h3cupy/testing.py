@@ -465,6 +465,24 @@ def bench_graphs(
     return out
 
 
+def sustained_fields(
+    times: dict[str, dict[str, float]],
+    keys: tuple[str, ...] = ("sustained_ms", "clock_mhz", "mcycles", "energy_mj", "power_w"),
+    ours: str = "h3",
+    bases: tuple[str, ...] = ("compiled", "gemm"),
+) -> dict[str, float]:
+    """A benchmark row's fields from :func:`bench_graphs` ``(energy=True)``: ``{form}_{key}``
+    for each form and key it measured, and ``sustained_speedup_vs_{base}`` (the base's sustained
+    time over ``ours``'s) for each base measured beside ``ours``. Empty without the pass."""
+    row = {f"{k}_{key}": v[key] for k, v in times.items() for key in keys if key in v}
+    for base in bases:
+        if f"{base}_sustained_ms" in row and f"{ours}_sustained_ms" in row:
+            row[f"sustained_speedup_vs_{base}"] = (
+                row[f"{base}_sustained_ms"] / row[f"{ours}_sustained_ms"]
+            )
+    return row
+
+
 def device_info() -> dict[str, object]:
     import cupy
 

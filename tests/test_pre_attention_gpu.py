@@ -23,6 +23,12 @@ pytestmark = pytest.mark.gpu
 MS = (1, 127, 128, 129, 257, 4097, 4824, 38592)
 
 
+def _assert_passed(results):
+    """Every check passed; the failing rows (op, shape, metric, value, bound) otherwise."""
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 def _need_sm90():
     from h3cupy.core import arch
 
@@ -36,8 +42,7 @@ def test_bf16_pre_attention(m, rng):
 
     _need_sm90()
     results = check_pre_attention_bf16(m, (1, 2, 4, 8), rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 @pytest.mark.parametrize("m", (1, 129, 4097, 38592))
@@ -50,8 +55,7 @@ def test_bf16_pre_attention_mma_backend(m, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", "mma")
     results = check_pre_attention_bf16(m, (8, 1), rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 # NOTE: the tests above run the tail split (gemm.TAIL_SPLIT, on by default): at M = 4824 the
@@ -65,8 +69,7 @@ def test_bf16_pre_attention_no_tail_split(m, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
     results = check_pre_attention_bf16(m, (1, 8), rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 @pytest.mark.parametrize("index_dtype", (np.int32, np.int64))
@@ -77,8 +80,7 @@ def test_bf16_pre_attention_positions(m, index_dtype, rng):
 
     _need_sm90()
     results = check_pre_attention_bf16(m, (8,), rng, positions="random", index_dtype=index_dtype)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 def _torch_args(m, p, rng):
@@ -171,8 +173,7 @@ def test_fp8_pre_attention(m, out_mode, rng):
 
     _need_sm90()
     results = check_pre_attention_fp8(m, out_mode, rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
@@ -186,8 +187,7 @@ def test_fp8_pre_attention_tile_m128(m, out_mode, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "FP8_TILE_M", 128)
     results = check_pre_attention_fp8(m, out_mode, rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
@@ -200,8 +200,7 @@ def test_fp8_pre_attention_other_cluster(m, out_mode, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(gemm, "FP8_CLUSTER", 3 - gemm.FP8_CLUSTER)
     results = check_pre_attention_fp8(m, out_mode, rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
@@ -218,8 +217,7 @@ def test_fp8_pre_attention_n192_pairs(m, out_mode, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "FP8_TILE", "n192")
     results = check_pre_attention_fp8(m, out_mode, rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 @pytest.mark.parametrize("tile_m, m", ((128, 129), (128, 4097), (192, 4097), (192, 4824)))
@@ -235,8 +233,7 @@ def test_fp8_pre_attention_no_tail_split(tile_m, m, rng, monkeypatch):
     monkeypatch.setattr(pre_attention, "FP8_TILE_M", tile_m)
     monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
     results = check_pre_attention_fp8(m, "bf16", rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
@@ -249,8 +246,7 @@ def test_fp8_pre_attention_mma_backend(m, out_mode, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", "mma")
     results = check_pre_attention_fp8(m, out_mode, rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 @pytest.mark.parametrize("backend", ("wgmma", "mma"))
@@ -263,8 +259,7 @@ def test_fp8_pre_attention_graph(out_mode, backend, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", backend)
     results = check_pre_attention_fp8(257, out_mode, rng, graph=True)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 def test_fp8_pre_attention_errors(rng):
@@ -300,8 +295,7 @@ def test_nvfp4_pre_attention(m, out_mode, rng, monkeypatch):
         pytest.skip("the NVFP4 pre-attention op runs on sm_90a and sm_120a")
     monkeypatch.setattr(pre_attention, "BACKEND", "mma")
     results = check_pre_attention_nvfp4(m, out_mode, rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
@@ -314,8 +308,7 @@ def test_nvfp4_pre_attention_hopper_path(m, out_mode, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", "wgmma")
     results = check_pre_attention_nvfp4(m, out_mode, rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)
 
 
 @pytest.mark.parametrize("swizzled", (False, True))
@@ -355,5 +348,4 @@ def test_nvfp4_pre_attention_graph(out_mode, backend, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", backend)
     results = check_pre_attention_nvfp4(257, out_mode, rng, graph=True)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    _assert_passed(results)

@@ -39,60 +39,45 @@ namespace h3 {
         {&desc_q, &desc_k, &desc_v}, {sf_q, sf_k, sf_v}, {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}} \
   }
 
+// One kernel on the one-head epilogue with the tail split: 64 x WG-row tiles of 128 columns (WG
+// consumer warpgroups, 128 x (WG + 1) threads) in clusters of CLUSTER CTAs (CLUSTER_ATTR its
+// __cluster_dims__).
+#define H3_PA8_KERNEL(NAME, CLUSTER_ATTR, CLUSTER, WG)                                        \
+  template <int kOut>                                                                        \
+  __global__ void CLUSTER_ATTR __launch_bounds__(128 * (WG + 1), 1) NAME(H3_PA8_PARAMS) {    \
+    H3_PA8_EPI;                                                                              \
+    gemm_sm90_body<1, 128, kOpsFp8Promote, CLUSTER, EpiPreAttnQkv<kOut, WgYRowCol>, false,    \
+                   NoProducerHooks, WG, false, true>(desc_a, desc_b, M, 3 * kPaKindCols,      \
+                                                     k_bytes, epi, {}, 1,                     \
+                                                     {tail_part, tail_count, tail_splits});   \
+  }
+
 // M > 256, 128 x 128 tiles (pre_attention.FP8_TILE_M = 128): clusters of two CTAs multicasting B.
-template <int kOut>
-__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_fp8_x2_sm90(H3_PA8_PARAMS) {
-  H3_PA8_EPI;
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 2, EpiPreAttnQkv<kOut, WgYRowCol>, false,
-                 NoProducerHooks, 2, false, true>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi,
-                                                  {}, 1, {tail_part, tail_count, tail_splits});
-}
-
+H3_PA8_KERNEL(pre_attention_fp8_x2_sm90, H3_CLUSTER_X2, 2, 2)
 // M > 256, 192 x 128 tiles: three consumer warpgroups, one head each for 64 rows, in clusters
-// of two CTAs multicasting B: 11% fewer L2 bytes per FLOP than 128 x 128 pairs (256 against 192
-// rows loaded per 192 x 128 against 128 x 128 outputs), 14% more than the engine's n192 pairs.
-template <int kOut>
-__global__ void H3_CLUSTER_X2 __launch_bounds__(512, 1) pre_attention_fp8_m192_x2_sm90(H3_PA8_PARAMS) {
-  using Epi = EpiPreAttnQkv<kOut, WgYRowCol>;
-  H3_PA8_EPI;
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 2, Epi, false, NoProducerHooks, 3, false, true>(
-      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});
-}
-
-// M > 256, 192 x 128 tiles with gemm.FP8_CLUSTER = 1: single CTAs (no B multicast).
-template <int kOut>
-__global__ void __launch_bounds__(512, 1) pre_attention_fp8_m192_sm90(H3_PA8_PARAMS) {
-  using Epi = EpiPreAttnQkv<kOut, WgYRowCol>;
-  H3_PA8_EPI;
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 1, Epi, false, NoProducerHooks, 3, false, true>(
-      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});
-}
+// of two CTAs multicasting B (gemm.FP8_CLUSTER = 2): 11% fewer L2 bytes per FLOP than 128 x 128
+// pairs (256 against 192 rows loaded per 192 x 128 against 128 x 128 outputs), 14% more than the
+// engine's n192 pairs; or on single CTAs (gemm.FP8_CLUSTER = 1, the default).
+H3_PA8_KERNEL(pre_attention_fp8_m192_x2_sm90, H3_CLUSTER_X2, 2, 3)
+H3_PA8_KERNEL(pre_attention_fp8_m192_sm90, , 1, 3)
+// M <= 256: 128 x 128 tiles on single CTAs.
+H3_PA8_KERNEL(pre_attention_fp8_sm90, , 1, 2)
 
 // M > 256, 128 x 192 tiles in N-tile pairs (pre_attention.FP8_TILE = "n192"; written 2026-12-02
 // after the device time ran out, compile- and SASS-checked, not yet run): the engine's FP8
 // default tile (two m64n192 warpgroups) on single CTAs, each CTA running the two 192-column
 // tiles of a 384-column pair back to back so that the head straddling them goes through the
-// epilogue's 16 KiB stash per warpgroup (EpiPreAttnPair). No tail split (kPairN excludes it).
+// epilogue's 16 KiB stash per warpgroup (EpiPreAttnPair, around the one-head epilogue). No tail
+// split (kPairN excludes it).
 template <int kOut>
 __global__ void __launch_bounds__(384, 1) pre_attention_fp8_n192_sm90(H3_PA8_PARAMS) {
-  using Epi = EpiPreAttnPair<kOut>;
-  const Epi epi{{{q_w, k_w, cs, nullptr, 0, cs_rows, M, 1, qk_eps},
-                 {act_scale, w_scale},
-                 {&desc_q, &desc_k, &desc_v},
-                 {sf_q, sf_k, sf_v},
-                 {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}}};
-  gemm_sm90_body<1, 192, kOpsFp8Promote, 1, Epi, false, NoProducerHooks, 2, false, false>(
-      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
-}
-
-template <int kOut>
-__global__ void __launch_bounds__(384, 1) pre_attention_fp8_sm90(H3_PA8_PARAMS) {
   H3_PA8_EPI;
-  gemm_sm90_body<1, 128, kOpsFp8Promote, 1, EpiPreAttnQkv<kOut, WgYRowCol>, false,
-                 NoProducerHooks, 2, false, true>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi,
-                                                  {}, 1, {tail_part, tail_count, tail_splits});
+  const EpiPreAttnPair<kOut> pair{epi};
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPair<kOut>, false, NoProducerHooks, 2, false,
+                 false>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, pair);
 }
 
+#undef H3_PA8_KERNEL
 #undef H3_PA8_EPI
 #undef H3_PA8_PARAMS
 
