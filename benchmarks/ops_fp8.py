@@ -26,6 +26,8 @@ import json
 import numpy as np
 
 D, ATTN, FFN, QKV = 5376, 7168, 14336, 21504
+#: pre_attention.FP8_TILE's forms, as --other-tile prints them
+TILE_FORMS = {"n192": "128 x 192 in N-tile pairs", "m192": "192 x 128", "m128": "128 x 128"}
 
 
 def fp8_rows(t):
@@ -341,11 +343,11 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
             act_q=aq_ws,
             act_scale=as_ws,
         )
-        if other_tile:  # the other tile height (pre_attention.FP8_TILE_M 128 <-> 192)
-            other = 192 if pre_attention.FP8_TILE_M == 128 else 128
-            fns["h3_other_tile"] = with_setting(pre_attention, "FP8_TILE_M", other, fns["h3"])
-            # the 128 x 192 tiles in N-tile pairs (pre_attention.FP8_TILE = "n192", prepared)
-            fns["h3_n192"] = with_setting(pre_attention, "FP8_TILE", "n192", fns["h3"])
+        if other_tile:  # the other tile forms (pre_attention.FP8_TILE), as h3_tile_{form}
+            for tile in pre_attention.FP8_TILES:
+                if tile != pre_attention.FP8_TILE:
+                    h3 = with_setting(pre_attention, "FP8_TILE", tile, fns["h3"])
+                    fns[f"h3_tile_{tile}"] = h3
         fns["h3_no_tail"] = tail_split(fns["h3"], False)
         args = (x, w, scale, shift, idx, wq, ws, qn, kn, cs)
         chain = chain_pre
@@ -535,8 +537,9 @@ def run(
         "h3_no_tail",
         "engine",
         "h3_emulation",
-        "h3_other_tile",
-        "h3_n192",
+        "h3_tile_n192",
+        "h3_tile_m192",
+        "h3_tile_m128",
         "h3_other_cluster",
     ):
         if f"{k}_ms" in row:
@@ -561,8 +564,8 @@ def main() -> None:
     ap.add_argument(
         "--other-tile",
         action="store_true",
-        help="also time fp8_pre_attention with the other tile height (FP8_TILE_M 128 <-> 192)"
-        " and on 128 x 192 tiles in N-tile pairs (FP8_TILE = 'n192')",
+        help="also time fp8_pre_attention on each other tile form of pre_attention.FP8_TILE"
+        " (n192: 128 x 192 in N-tile pairs, m192: 192 x 128, m128: 128 x 128)",
     )
     ap.add_argument(
         "--other-cluster",
@@ -581,7 +584,7 @@ def main() -> None:
 
     import torch
 
-    from h3cupy.ops import gemm, pre_attention
+    from h3cupy.ops import gemm
     from h3cupy.testing import device_info
 
     info = device_info()
@@ -647,11 +650,9 @@ def main() -> None:
                 if "engine_other_cluster_ms" in row:
                     line += f", the plain engine GEMM {row['engine_other_cluster_ms']:.3f} ms"
                 print(line)
-            if "h3_other_tile_ms" in row:
-                other = 192 if pre_attention.FP8_TILE_M == 128 else 128
-                print(f"   {other}-row tiles {row['h3_other_tile_ms']:.3f} ms")
-            if "h3_n192_ms" in row:
-                print(f"   128 x 192 tiles in N-tile pairs {row['h3_n192_ms']:.3f} ms")
+            for tile, what in TILE_FORMS.items():
+                if f"h3_tile_{tile}_ms" in row:
+                    print(f"   FP8_TILE = {tile!r} ({what}) {row[f'h3_tile_{tile}_ms']:.3f} ms")
             for k, v in row.get("kernels_ms", {}).items():
                 print(f"   {k:<40}{v:>9.3f} ms")
             torch.cuda.empty_cache()

@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -192,6 +192,23 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s13-final)  # FP8_TILE = "n192" the default: the FP8 pre-attention's wgmma-path tests (every
+              # tile form, out mode and M; graphs), memcheck on the default at M = 257, the op
+              # against each other tile form and torch.compile at the four centres (sustained
+              # windows at 4824 / 38592), then the mma.sync back end's ncu sections (issue #3)
+    run 330 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+      "test_fp8_pre_attention and not mma_backend and not mma]"
+    run 60 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+      python3 -m pytest -q -p no:cacheprovider tests/test_pre_attention_gpu.py -k \
+      "test_fp8_pre_attention[257-e4m3]"
+    smi_start
+    run 110 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --m 4824 38592 \
+      --other-tile --reps 20 --energy --json "$OUT/bench_ops_energy.json"
+    run 80 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --m 9648 19296 \
+      --other-tile --reps 20 --json "$OUT/bench_ops.json"
+    smi_stop
+    run 100 "$OUT/ncu.log" bash scripts/profile_ncu.sh mma-tma
     ;;
   s13-n192)  # next session (written in session 12, unrun): the FP8 pre-attention on 128 x 192
              # tiles in N-tile pairs (pre_attention.FP8_TILE = "n192"): its tests (stop on a

@@ -61,6 +61,7 @@ def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
         mlp.MLP: ["h3::mlp_fc1_fp8_x2_sm90", "h3::mlp_fc1_fp8_n192_sm90"],
         pre_attention.PRE_ATTENTION: ["h3::pre_attention_bf16_x2_sm90"],
         pre_attention.PRE_ATTENTION_FP8: [
+            "h3::pre_attention_fp8_n192_sm90<0>",
             "h3::pre_attention_fp8_m192_x2_sm90<0>",
             "h3::pre_attention_fp8_m192_sm90<0>",
             "h3::pre_attention_fp8_x2_sm90<0>",
@@ -273,7 +274,11 @@ def main() -> None:
         f, *_ = forms("out_proj", m)
         cases.update(out_proj_fused=f["h3"], out_proj_gemm=f["h3_no_quant"], fp8_gemm_o=f["engine"])
         f, *_ = forms("pre_attention", m, other_tile=True)
-        cases.update(fp8_pre_attention_m192=f["h3"], fp8_pre_attention_m128=f["h3_other_tile"])
+        cases.update(
+            fp8_pre_attention_n192=f["h3"],
+            fp8_pre_attention_m192=f["h3_tile_m192"],
+            fp8_pre_attention_m128=f["h3_tile_m128"],
+        )
         f, *_ = forms("mlp", m)
         cases["mlp_fc1"] = f["h3"]  # FC2 runs out_proj.cu's kernel: reported as out_proj_*
         cases["bf16_pre_attention"] = bf16_pre_attention_form(m)

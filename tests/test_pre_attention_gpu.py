@@ -179,61 +179,58 @@ def test_fp8_pre_attention(m, out_mode, rng):
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
 @pytest.mark.parametrize("m", (257, 385, 4097))
 def test_fp8_pre_attention_tile_m128(m, out_mode, rng, monkeypatch):
-    """The FP8 op on 128 x 128 tiles (pre_attention.FP8_TILE_M = 128: two consumer warpgroups;
-    the default is 192 rows, three warpgroups), same checks; M = 257 leaves the second tile of a
-    pair with one row, 385 a pair whose second tile has one row, 4097 a lone last tile."""
+    """The FP8 op on 128 x 128 tiles in clusters of two (pre_attention.FP8_TILE = "m128"; the
+    default, tested above, is "n192": 128 x 192 tiles in N-tile pairs), same checks; M = 257
+    leaves the second tile of a pair with one row, 385 a pair whose second tile has one row,
+    4097 a lone last tile."""
     from h3cupy.ops import pre_attention
 
     _need_sm90()
-    monkeypatch.setattr(pre_attention, "FP8_TILE_M", 128)
+    monkeypatch.setattr(pre_attention, "FP8_TILE", "m128")
     results = check_pre_attention_fp8(m, out_mode, rng)
     _assert_passed(results)
 
 
+@pytest.mark.parametrize("cluster", (1, 2))
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
 @pytest.mark.parametrize("m", (257, 4097, 4824))
-def test_fp8_pre_attention_other_cluster(m, out_mode, rng, monkeypatch):
-    """The 192 x 128 tiles with the other gemm.FP8_CLUSTER (single CTAs or clusters of two; the
-    tests above run the default); same checks."""
-    from h3cupy.ops import gemm
-
-    _need_sm90()
-    monkeypatch.setattr(gemm, "FP8_CLUSTER", 3 - gemm.FP8_CLUSTER)
-    results = check_pre_attention_fp8(m, out_mode, rng)
-    _assert_passed(results)
-
-
-@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
-@pytest.mark.parametrize("m", (257, 4097, 4824))
-def test_fp8_pre_attention_n192_pairs(m, out_mode, rng, monkeypatch):
-    """The FP8 op on the engine's 128 x 192 tiles in N-tile pairs (pre_attention.FP8_TILE =
-    "n192", prepared 2026-12-02: the middle head of each 384-column pair is finished from a
-    shared-memory stash in the pair's second tile), same checks against the reference: every
-    head position in a pair (whole in the first tile, straddling, whole in the second) in every
-    kind (the Q / K and K / V boundaries fall inside pairs), M = 257 a lone 1-row last M-tile,
-    4097 one row past a whole tile, 4824 the production centre."""
-    from h3cupy.ops import pre_attention
-
-    _need_sm90()
-    monkeypatch.setattr(pre_attention, "FP8_TILE", "n192")
-    results = check_pre_attention_fp8(m, out_mode, rng)
-    _assert_passed(results)
-
-
-@pytest.mark.parametrize("tile_m, m", ((128, 129), (128, 4097), (192, 4097), (192, 4824)))
-def test_fp8_pre_attention_no_tail_split(tile_m, m, rng, monkeypatch):
-    """The FP8 op with the tail split off: the two-warpgroup kernels (FP8_TILE_M = 128: single
-    CTAs at M = 129, 128 x 128 pairs at 4097, where the tests above split 36 / 18 leftover tiles
-    into 3 k-ranges) and the default 192-row ones (at M = 4824 26 x 168 = 4368 tiles = 33 x 132 +
-    12, the 12 split into 4 k-ranges above; three same-run A/Bs, sessions 10-11, measured the split
-    0.2-1% slower there, so its off form is tested for that choice)."""
+def test_fp8_pre_attention_tile_m192(m, out_mode, cluster, rng, monkeypatch):
+    """The FP8 op on 192 x 128 tiles (pre_attention.FP8_TILE = "m192": three consumer
+    warpgroups, one head each for 64 rows) on single CTAs and in clusters of two
+    (gemm.FP8_CLUSTER), same checks; M = 257 a lone 65-row last tile, 4097 one row past a
+    whole tile, 4824 the production centre (a 24-row last tile)."""
     from h3cupy.ops import gemm, pre_attention
 
     _need_sm90()
-    monkeypatch.setattr(pre_attention, "FP8_TILE_M", tile_m)
+    monkeypatch.setattr(pre_attention, "FP8_TILE", "m192")
+    monkeypatch.setattr(gemm, "FP8_CLUSTER", cluster)
+    results = check_pre_attention_fp8(m, out_mode, rng)
+    _assert_passed(results)
+
+
+@pytest.mark.parametrize("tile, m", (("m128", 129), ("m128", 4097), ("m192", 4097), ("m192", 4824)))
+def test_fp8_pre_attention_no_tail_split(tile, m, rng, monkeypatch):
+    """The FP8 op with the tail split off (gemm.TAIL_SPLIT; the default "n192" pairs are built
+    without one): the two-warpgroup kernels (single CTAs at M = 129, "m128" pairs at 4097, where
+    the tests above split 36 / 18 leftover tiles into 3 k-ranges) and the 192-row ones (at
+    M = 4824 26 x 168 = 4368 tiles = 33 x 132 + 12, the 12 split into 4 k-ranges above)."""
+    from h3cupy.ops import gemm, pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "FP8_TILE", tile)
     monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
     results = check_pre_attention_fp8(m, "bf16", rng)
     _assert_passed(results)
+
+
+def test_fp8_pre_attention_tile_setting(rng, monkeypatch):
+    """An unknown pre_attention.FP8_TILE is refused with the forms it accepts."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "FP8_TILE", "n256")
+    with pytest.raises(ValueError, match=r"FP8_TILE: expected one of \('n192', 'm192', 'm128'\)"):
+        check_pre_attention_fp8(257, "bf16", rng)
 
 
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))

@@ -65,20 +65,20 @@ BACKEND = "auto"
 #: ``m16n8k32`` e4m3, 2 ``kind::mxf8f6f4`` with unit scales (identical bits); only the mma.sync
 #: back end reads it, and only sm_120a has form 2.
 FP8_MMA_FORM = -1
-#: The FP8 op's tile rows for M > 256 on sm_90a: 192 (three consumer warpgroups, one head each for
-#: 64 rows; in clusters of two multicasting the weight tile it read 11% fewer L2 bytes per FLOP
-#: than 128 x 128 pairs and measured 6-11% faster on the H200, 2026-12-01; on single CTAs, the
-#: default since session 11 (gemm.FP8_CLUSTER), another 5-7% above M = 4824) or 128 (two consumer
-#: warpgroups, 128 x 128 head tiles in clusters of two). A module setting, so that tests and
-#: benchmarks can run both.
-FP8_TILE_M = 192
-#: "n192" (prepared 2026-12-02, not yet run on a GPU; never the default until it is): the FP8
-#: op's tiles for M > 256 are the engine's 128 x 192 (two m64n192 warpgroups, single CTAs), each
-#: CTA running a 384-column pair of them back to back; the head that straddles a pair goes
-#: through a 16 KiB shared-memory stash per warpgroup (h3/pre_attention_wg.cuh,
-#: EpiPreAttnPair). The 192-row tiles' m64n128 wgmmas run 8% fewer FLOP per µs than m64n192
-#: (NOTES.md, session 12). None: FP8_TILE_M decides.
-FP8_TILE = None
+#: The FP8 op's GEMM tiles for M > 256 on sm_90a (at M <= 256: 128 x 128 single CTAs). A module
+#: setting, so that tests and benchmarks can run each form.
+#:
+#: * ``"n192"`` (the default since 2026-12-02): the engine's 128 x 192 tiles (two m64n192 consumer
+#:   warpgroups, single CTAs, no tail split), each CTA running a 384-column pair of them back to
+#:   back; the head that straddles a pair is finished from a 16 KiB shared-memory stash per
+#:   warpgroup (h3/pre_attention_wg.cuh, EpiPreAttnPair). Measured 4-8% faster than ``"m192"`` at
+#:   M = 4824 ... 38592 on the H200 (benchmarks/NOTES.md, session 13): m64n192 wgmmas run more
+#:   FLOP per µs than ``"m192"``'s m64n128.
+#: * ``"m192"``: 192 x 128 tiles, three consumer warpgroups (one head each for 64 rows), in
+#:   clusters of :data:`h3cupy.ops.gemm.FP8_CLUSTER` CTAs (the default of sessions 8-12).
+#: * ``"m128"``: 128 x 128 tiles, two consumer warpgroups, in clusters of two.
+FP8_TILE = "n192"
+FP8_TILES = ("n192", "m192", "m128")
 #: Whether BACKEND = "auto" gives the NVFP4 op its Hopper path (bf16 wgmma on dequantized
 #: operands) on sm_90a; False runs the in-register emulation (a correctness vehicle) there.
 #: True since the Hopper path passed on the H200 (2026-12-01, tests/test_pre_attention_gpu.py).
@@ -469,22 +469,24 @@ def minimax_h3_fp8_pre_attention(
             smem=gemm._MT_SMEM,
         )
         return _result(outs, sfs)
-    # M > 256: FP8_TILE_M-row tiles in clusters of gemm.FP8_CLUSTER (its 128-row tiles in pairs
-    # only); else 128 x 128 single CTAs
+    # M > 256: FP8_TILE's tiles; else 128 x 128 single CTAs
+    if FP8_TILE not in FP8_TILES:
+        raise ValueError(
+            f"pre_attention.FP8_TILE: expected one of {FP8_TILES}, got {FP8_TILE!r}; set one of "
+            "them (see its docstring)"
+        )
     large = m > 256
-    pairs = large and FP8_TILE == "n192"
-    wg = 3 if large and FP8_TILE_M == 192 and not pairs else 2  # consumer warpgroups
-    cluster = 1 if pairs else (gemm.FP8_CLUSTER if wg == 3 else 2) if large else 1
+    tile = FP8_TILE if large else "small"
+    pairs = tile == "n192"
+    wg = 3 if tile == "m192" else 2  # consumer warpgroups
+    cluster = gemm.FP8_CLUSTER if tile == "m192" else 2 if tile == "m128" else 1
     tile_n = 192 if pairs else 128
-    suffix = (
-        ""
-        if not large
-        else "_n192"
-        if pairs
-        else "_x2"
-        if wg == 2
-        else f"_m192{'_x2' if cluster == 2 else ''}"
-    )
+    suffix = {
+        "small": "",
+        "n192": "_n192",
+        "m128": "_x2",
+        "m192": f"_m192{'_x2' if cluster == 2 else ''}",
+    }[tile]
     name = f"h3::pre_attention_fp8{suffix}_sm90<{mode}>"
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
     desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 64 * wg)
