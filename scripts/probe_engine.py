@@ -17,12 +17,7 @@ before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_p
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
-instead of 8 (-DH3_GROUP_M; session 11 timed them within +-2% in graph replays, NOTES.md);
-``stagger1`` / ``stagger2``: the engine's bf16 GEMM (four shapes) and the BF16 pre-attention with
-the second consumer warpgroup started 1.5 / 3 µs after the first (-DH3_WG_STAGGER_NS), so that
-it stays behind and one's epilogue overlaps the other's last wgmmas; ``mt_poll`` / ``mt_late``:
-the mma.sync back end's bf16 GEMM (QKV, O) with thread 0's loads polled through the k-tile or
-issued after its MMAs (-DH3_MT_PRODUCE) instead of waited for at its top.
+instead of 8 (-DH3_GROUP_M; session 11 timed them within +-2% in graph replays, NOTES.md).
 ``--energy`` adds bench_graphs' sustained windows: clock cycles and energy per call.
 """
 
@@ -38,24 +33,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
-#: A/B builds: name -> (defines, scope: "all" the kernels the forms below run by default,
-#: "gemm" the GEMM_WGMMA module's, "bf16" those and the BF16 pre-attention's, "mma_tma" the
-#: mma.sync back end's bf16 GEMM)
+#: A/B builds: name -> (defines, only the GEMM_WGMMA module)
 AB = {
-    "vec": (("H3_NO_EPI_VEC=1",), "all"),
-    "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), "gemm"),
-    "group16": (("H3_GROUP_M=16",), "gemm"),
-    "group32": (("H3_GROUP_M=32",), "gemm"),
-    "stagger1": (("H3_WG_STAGGER_NS=1500",), "bf16"),
-    "stagger2": (("H3_WG_STAGGER_NS=3000",), "bf16"),
-    "mt_poll": (("H3_MT_PRODUCE=1",), "mma_tma"),
-    "mt_late": (("H3_MT_PRODUCE=2",), "mma_tma"),
+    "vec": (("H3_NO_EPI_VEC=1",), False),
+    "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
+    "group16": (("H3_GROUP_M=16",), True),
+    "group32": (("H3_GROUP_M=32",), True),
 }
 
 
-def probe_specs(define="H3_ENGINE_PROBE=1", scope: str = "all"):
+def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
     """{base spec: its build with ``define`` (a string or a tuple) restricted to the kernels the
-    forms below run}; ``scope`` as in :data:`AB`."""
+    forms below run}."""
     from h3cupy.core import jit
     from h3cupy.ops import gemm, mlp, out_proj, pre_attention
 
@@ -82,20 +71,8 @@ def probe_specs(define="H3_ENGINE_PROBE=1", scope: str = "all"):
     return {
         s: jit.ModuleSpec(s.file, tuple(names), s.defines + defines)
         for s, names in used.items()
-        if scope == "all"
-        or (scope in ("gemm", "bf16") and s is gemm.GEMM_WGMMA)
-        or (scope == "bf16" and s is pre_attention.PRE_ATTENTION)
-    } | (
-        {
-            gemm.GEMM_MMA_TMA: jit.ModuleSpec(
-                gemm.GEMM_MMA_TMA.file,
-                ("h3::gemm_mma_tma_smxx<0>",),
-                gemm.GEMM_MMA_TMA.defines + defines,
-            )
-        }
-        if scope == "mma_tma"
-        else {}
-    )
+        if not gemm_only or s is gemm.GEMM_WGMMA
+    }
 
 
 def bf16_pre_attention_form(m: int):
@@ -110,8 +87,7 @@ def bf16_pre_attention_form(m: int):
     )
 
 
-def bf16_gemm_form(m: int, n: int, k: int, mma_tma: bool = False):
-    """The engine's bf16 GEMM (or, ``mma_tma``, the mma.sync back end's) on random operands."""
+def bf16_gemm_form(m: int, n: int, k: int):
     import torch
 
     from h3cupy.ops import gemm
@@ -119,13 +95,7 @@ def bf16_gemm_form(m: int, n: int, k: int, mma_tma: bool = False):
     a = (torch.randn(m, k, device="cuda") * 0.5).bfloat16()
     b = (torch.randn(n, k, device="cuda") * 0.01).bfloat16()
     out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    op = gemm.gemm_mma_tma if mma_tma else gemm.gemm_wgmma
-
-    def fn(i):
-        op(a, b, fmt="bf16", out=out)
-
-    fn.out = out  # the A/B compares the bytes of both builds
-    return fn
+    return lambda i: gemm.gemm_wgmma(a, b, fmt="bf16", out=out)
 
 
 def fp8_gemm_form(m: int, n: int, k: int, cluster=None):
@@ -169,7 +139,7 @@ def main() -> None:
     from h3cupy.core import jit
 
     probe_defines = ("H3_ENGINE_PROBE=1",) + tuple(AB[args.probe_on][0] if args.probe_on else ())
-    only = AB[args.probe_on][1] if args.probe_on else "all"
+    only = AB[args.probe_on][1] if args.probe_on else False
     specs = probe_specs(*AB[args.ab]) if args.ab else probe_specs(probe_defines, only)
     wide = args.ab == "stage5" or args.probe_on == "stage5"
     if args.prebuild:
@@ -180,7 +150,6 @@ def main() -> None:
                 s
                 for d, g in AB.values()
                 for s in probe_specs(("H3_ENGINE_PROBE=1",) + d, g).values()
-                if g != "mma_tma"
             ]
         ):
             print(jit.build(s, args.prebuild)[0].name, flush=True)
@@ -242,14 +211,7 @@ def main() -> None:
         }
         for m in args.m:
             cases = {}
-            if args.ab.startswith("stagger"):  # the bf16 tiles (the stagger's only users)
-                for s, (n, k) in shapes.items():
-                    cases[f"bf16_gemm_{s}"] = bf16_gemm_form(m, n, k)
-                cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
-            elif args.ab.startswith("mt_"):  # the mma.sync back end's bf16 GEMM
-                for s in ("qkv", "o"):
-                    cases[f"mma_tma_{s}"] = bf16_gemm_form(m, *shapes[s], mma_tma=True)
-            elif args.ab == "vec":
+            if args.ab == "vec":
                 f, *_ = forms("out_proj", m)
                 cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
                 cases["fp8_gemm_fc2"] = fp8_gemm_form(m, 5376, 14336)

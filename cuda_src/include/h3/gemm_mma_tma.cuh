@@ -26,16 +26,6 @@
 #include "h3/mma_sync.cuh"
 #include "h3/numeric.cuh"
 
-// H3_MT_PRODUCE (a diagnostic A/B, scripts/probe_engine.py --ab mt_poll / mt_late): when thread 0
-// issues the loads of k-iteration it + kStages - 1. 0 (default): at the top of iteration it,
-// waiting there for every warp to have released iteration it - 1's stage, so warp 0 starts each
-// k-tile only after the slowest warp ended the one before. 1: polled without waiting at the top
-// and after each of the first three k-steps, waiting only after the last. 2: after the k-tile's
-// MMAs are issued (one k-tile less lead).
-#ifndef H3_MT_PRODUCE
-#define H3_MT_PRODUCE 0
-#endif
-
 namespace h3 {
 
 constexpr int kMtBM = 128, kMtBN = 256, kMtBK = 128;  // BK in bytes
@@ -106,22 +96,7 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-#if H3_MT_PRODUCE == 0
       if (threadIdx.x == 0 && it + kMtStages - 1 < total) produce(it + kMtStages - 1);
-#else
-      // the load this k-tile owes (thread 0 only), issued once its stage is free
-      int owed = threadIdx.x == 0 && it + kMtStages - 1 < total ? it + kMtStages - 1 : -1;
-      auto try_produce = [&](bool block) {
-        if (owed >= 0 && (block || owed < kMtStages ||
-                          mbar_test(&empty[owed % kMtStages], ((owed / kMtStages) & 1) ^ 1))) {
-          produce(owed);
-          owed = -1;
-        }
-      };
-#if H3_MT_PRODUCE == 1
-      try_produce(false);
-#endif
-#endif
       const int s = it % kMtStages;
       mbar_wait(&full[s], (it / kMtStages) & 1);
       const u32 sa = smem_addr(smem + s * kMtStageBytes);
@@ -183,13 +158,7 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
             }
           }
         }
-#if H3_MT_PRODUCE == 1
-        if (ks < 3) try_produce(false);
-#endif
       }
-#if H3_MT_PRODUCE != 0
-      try_produce(true);
-#endif
       // NOTE: every ldmatrix result has been consumed by an issued MMA: the stage may be refilled.
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);

@@ -135,16 +135,6 @@ H3_MEMBER_OR(EpiFullStaging, kFullStaging)
 // schedule, single CTAs, no split-K, no tail split, no producer hooks.
 H3_MEMBER_OR(EpiPairN, kPairN)
 
-// H3_WG_STAGGER_NS = T > 0 (a diagnostic A/B, scripts/probe_engine.py --ab stagger1 / stagger2):
-// in the unpromoted cooperative schedule with two consumer warpgroups (the bf16 tiles),
-// warpgroup 2 sleeps T ns before its first unit, so that warpgroup 1 runs ahead by up to the
-// ring's depth; both then wait on the same full barriers, and the lead persists: while one
-// warpgroup runs its epilogue the other still has k-tiles of wgmma to issue. The leader's ring
-// lead shrinks by the same k-tiles.
-#ifndef H3_WG_STAGGER_NS
-#define H3_WG_STAGGER_NS 0
-#endif
-
 // 8 KiB boxes of epilogue staging per consumer warpgroup (without full staging): 2, stored in
 // passes of 128 columns. A diagnostic build for kernels/gemm_wgmma.cu only (the pre-attention
 // epilogues assume 128-column passes): -DH3_STAGING_8K gives one box, 64-column passes, and the
@@ -498,11 +488,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     }
   } else {
     setmaxnreg_inc<kConsumerRegs>();
-#if H3_WG_STAGGER_NS > 0
-    if constexpr (kPromote == 0 && kWG == 2 && !kPingPong) {  // the diagnostic stagger
-      if (threadIdx.x >= 256) asm volatile("nanosleep.u32 %0;" ::"n"(H3_WG_STAGGER_NS));
-    }
-#endif
     pro.consumers(blockIdx.x + gridDim.x * (threadIdx.x / 32 - 4), gridDim.x * 4 * kWG,
                   first_rows());
     const bool leader = threadIdx.x % 128 == 0;

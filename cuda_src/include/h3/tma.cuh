@@ -47,18 +47,6 @@ H3_DEVICE void mbar_wait(u64* bar, u32 parity) {
   } while (!done);
 }
 
-// Whether the phase with parity `parity` has completed (no waiting).
-H3_DEVICE bool mbar_test(u64* bar, u32 parity) {
-  u32 done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      " selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // 2-D tile load: box at (x = inner coordinate in elements, y = row) into `dst`, completing
 // `bar`'s transaction count. Out-of-bounds elements are filled with zeros by the TMA unit.
 H3_DEVICE void tma_load_2d(void* dst, const TmaDesc* desc, int x, int y, u64* bar) {
