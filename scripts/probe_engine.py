@@ -4,7 +4,9 @@ Builds the engine kernels that the operators run by default with -DH3_ENGINE_PRO
 counters in the cooperative consumer loop, h3/gemm_sm90.cuh), runs each form once and reports, per
 unit (tile or tail-split k-range) of a consumer warpgroup: the mainloop, the wait for the
 epilogue's prefetched operand, the epilogue (tail-split sums included), and the epilogue's share
-of the warpgroup's time, when the tensor cores of its CTA idle. It also times each form with and
+of the warpgroup's time, when the tensor cores of its CTA idle; and, in kernels without producer
+hooks, how long each stage's loads took from issue to landing, and how many of them the
+consumers were already waiting for. It also times each form with and
 without the probe build in CUDA graphs, so the probe's own cost is visible.
 
     PYTHONPATH=. python3 scripts/probe_engine.py [--m 4824 38592] [--json out.json]
@@ -284,6 +286,8 @@ def main() -> None:
         cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
         cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
         cases["bf16_gemm_o"] = bf16_gemm_form(m, 5376, 7168)
+        # the plain FP8 engine on the pre-attention's product (its 128 x 192 tiles, unpaired)
+        cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)
         # the default's FP8 tiles in clusters of two (B multicast between a pair; the default
         # since session 11 runs them on single CTAs)
         cases["fp8_gemm_o_x2"] = fp8_gemm_form(m, 5376, 7168, cluster=2)
@@ -331,6 +335,19 @@ def main() -> None:
                     / 1e3
                     / (units / (3 if "m192" in name else 2)),
                 }
+                if v[10] > 0:  # the landing watcher (kernels without producer hooks)
+                    loads = v[10]
+                    row.update(
+                        loads=loads,
+                        # from the producer's issue to the stage's completion
+                        load_latency_us=v[9] / 1e3 / loads,
+                        loads_over_1us=v[11] / loads,
+                        loads_over_2us=v[12] / loads,
+                        loads_over_4us=v[13] / loads,
+                        # the loads consumer warpgroup 1 was already waiting for when they landed
+                        loads_waited=v[15] / loads,
+                        waited_load_latency_us=v[14] / 1e3 / max(v[15], 1),
+                    )
                 rows.append(row)
                 print(
                     f"{name:<24}{m:>7} {row['module']:<20} plain {row['plain_ms']:.3f} ms, probe "
@@ -345,6 +362,15 @@ def main() -> None:
                     f"{row['producer_empty_wait_us_per_unit']:.2f} us",
                     flush=True,
                 )
+                if "loads" in row:
+                    print(
+                        f"{'':<32}loads: {row['load_latency_us']:.2f} us from issue to landing;"
+                        f" over 1 / 2 / 4 us: {100 * row['loads_over_1us']:.1f} / "
+                        f"{100 * row['loads_over_2us']:.1f} / {100 * row['loads_over_4us']:.2f}%;"
+                        f" waited for: {100 * row['loads_waited']:.1f}% of the loads, those took "
+                        f"{row['waited_load_latency_us']:.2f} us",
+                        flush=True,
+                    )
     _dump(rows, args.json)
 
 

@@ -219,7 +219,11 @@ struct Sm90GemmCfg {
 // loop (setmaxnreg to its last store's completion), [6] the consumers' waits for full stages
 // (operands not yet landed: the feed is behind), [7] the TMA producer's waits for empty stages
 // (the consumers are behind), [8] the part of [6] in each unit's first kStages k-tiles (the
-// ring's refill across the tile boundary against the steady state).
+// ring's refill across the tile boundary against the steady state). In kernels without producer
+// hooks, lane 0 of the producer's warp 1 watches every stage land and adds: [9] nanoseconds from
+// each load's issue to its stage's completion, [10] loads, [11] / [12] / [13] loads that took
+// over 1 / 2 / 4 us, [14] the latencies of the loads that consumer warpgroup 1 was already
+// waiting for when they landed, [15] their count.
 #ifdef H3_ENGINE_PROBE
 extern "C" {  // C linkage: the host finds it by this name (cupy's get_global)
 __device__ unsigned long long h3_engine_probe[16];
@@ -279,6 +283,15 @@ struct NoProducerHooks {
 };
 
 H3_MEMBER_OR(ProducerRegs, kProducerRegs)
+
+template <class A, class B>
+struct H3SameType {
+  static constexpr bool value = false;
+};
+template <class A>
+struct H3SameType<A, A> {
+  static constexpr bool value = true;
+};
 
 // Split-K of the last partial round (kTail): when the tile count is not a multiple of the grid's
 // clusters, the R tiles left for the last round would run alone on R clusters while the others
@@ -363,6 +376,11 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   u64* empty = full + S;
   u64* turn = empty + S;  // ping-pong: turn[w - 1] lets warpgroup w start its next mainloop
   u64* pf = turn + 2;     // epilogue prefetch: pf[w - 1] completes warpgroup w's operand tile
+#ifdef H3_ENGINE_PROBE
+  // per stage: when its last load was issued, and when consumer warpgroup 1 began to wait for it
+  __shared__ u64 ep_issue[8], ep_wait[8];
+  constexpr bool kObserve = H3SameType<Pro, NoProducerHooks>::value;
+#endif
   const int wg = threadIdx.x / 128;
   const int k_tiles = k_bytes / Cfg::kBKBytes;
   const u32 rank = kCluster > 1 ? cluster_rank() : 0;
@@ -472,6 +490,12 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           H3_EP_ACC(ep_empty, pw0, pw1);
           u8* st = smem + s * Cfg::kStageBytes;
           const int x = (kt0 + kt) * Cfg::kElemsPerRow;
+#ifdef H3_ENGINE_PROBE
+          {  // (before the arrival that releases it to the stage's waiters)
+            H3_EP_STAMP(ti);
+            *reinterpret_cast<volatile u64*>(&ep_issue[s]) = ti;
+          }
+#endif
           mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
           tma_load_2d(st, &desc_a, x, m0, &full[s]);
           u8* bdst = st + Cfg::kABytes + rank * Cfg::kBSliceRows * Cfg::kBKBytes;
@@ -484,7 +508,47 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       }
       H3_EP_ADD(7, ep_empty);
     } else if (threadIdx.x >= 32) {
+#ifdef H3_ENGINE_PROBE
+      if constexpr (kObserve) {
+        if (threadIdx.x == 32) {  // the landing watcher (see h3_engine_probe [9]..[15])
+          u64 lat = 0, n = 0, n1 = 0, n2 = 0, n4 = 0, wlat = 0, nw = 0;
+          int it = 0;
+          const int units = unit_count();
+          for (int t = cluster_id; kPair ? live(t) : t < units; t += clusters) {
+            int tile, kt0, nk, part;
+            unit(t, tile, kt0, nk, part);
+            for (int kt = 0; kt < nk; ++kt, ++it) {
+              const int s = it % S;
+              mbar_wait(&full[s], (it / S) & 1);
+              H3_EP_STAMP(tl);
+              const u64 ti = *reinterpret_cast<volatile u64*>(&ep_issue[s]);
+              const u64 tw = *reinterpret_cast<volatile u64*>(&ep_wait[s]);
+              const u64 d = tl - ti;
+              lat += d;
+              ++n;
+              n1 += d > 1000;
+              n2 += d > 2000;
+              n4 += d > 4000;
+              if (tw > ti && tw < tl) {
+                wlat += d;
+                ++nw;
+              }
+            }
+          }
+          atomicAdd(&h3_engine_probe[9], lat);
+          atomicAdd(&h3_engine_probe[10], n);
+          atomicAdd(&h3_engine_probe[11], n1);
+          atomicAdd(&h3_engine_probe[12], n2);
+          atomicAdd(&h3_engine_probe[13], n4);
+          atomicAdd(&h3_engine_probe[14], wlat);
+          atomicAdd(&h3_engine_probe[15], nw);
+        }
+      } else {
+        pro.spare(threadIdx.x / 32, first_rows());
+      }
+#else
       pro.spare(threadIdx.x / 32, first_rows());
+#endif
     }
   } else {
     setmaxnreg_inc<kConsumerRegs>();
@@ -637,6 +701,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         auto issue = [&](float(&f)[Cfg::kAcc], int kt, bool fresh) {
           const int s = (it0 + kt) % S;
           H3_EP_STAMP(fw0);
+#ifdef H3_ENGINE_PROBE
+          if (wg == 1 && leader) *reinterpret_cast<volatile u64*>(&ep_wait[s]) = fw0;
+#endif
           mbar_wait(&full[s], ((it0 + kt) / S) & 1);
           H3_EP_STAMP(fw1);
           H3_EP_ACC(ep_full, fw0, fw1);
