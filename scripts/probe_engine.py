@@ -173,7 +173,7 @@ def main() -> None:
         counters = (
             None
             if args.ab
-            else cupy.ndarray((17,), cupy.uint64, module.get_global("h3_engine_probe"))
+            else cupy.ndarray((16,), cupy.uint64, module.get_global("h3_engine_probe"))
         )
         builds[base] = (kernels, counters)
     real_get = jit.get_kernel
@@ -335,9 +335,6 @@ def main() -> None:
                     / 1e3
                     / (units / (3 if "m192" in name else 2)),
                 }
-                # every consumer warpgroup of the CTA waiting on a full stage at once, per tile
-                # (an upper bound of the tensor cores' idle time in the mainloop)
-                row["all_wait_us_per_tile"] = v[16] / 1e3 / (units / (3 if "m192" in name else 2))
                 if v[10] > 0:  # the landing watcher (kernels without producer hooks)
                     loads = v[10]
                     row.update(
@@ -363,11 +360,6 @@ def main() -> None:
                     f"{row['full_wait_head_us_per_unit']:.2f} in its first stages); the producer's"
                     " waits for free stages "
                     f"{row['producer_empty_wait_us_per_unit']:.2f} us",
-                    flush=True,
-                )
-                print(
-                    f"{'':<32}all consumer warpgroups waiting at once: "
-                    f"{row['all_wait_us_per_tile']:.2f} us per tile",
                     flush=True,
                 )
                 if "loads" in row:

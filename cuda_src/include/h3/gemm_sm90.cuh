@@ -223,12 +223,10 @@ struct Sm90GemmCfg {
 // hooks, lane 0 of the producer's warp 1 watches every stage land and adds: [9] nanoseconds from
 // each load's issue to its stage's completion, [10] loads, [11] / [12] / [13] loads that took
 // over 1 / 2 / 4 us, [14] the latencies of the loads that consumer warpgroup 1 was already
-// waiting for when they landed, [15] their count. [16]: the time every consumer warpgroup of a
-// CTA waited on a full stage at once (an upper bound of the tensor cores' idle time in the
-// mainloop: wgmmas issued before the waits may still run).
+// waiting for when they landed, [15] their count.
 #ifdef H3_ENGINE_PROBE
 extern "C" {  // C linkage: the host finds it by this name (cupy's get_global)
-__device__ unsigned long long h3_engine_probe[17];
+__device__ unsigned long long h3_engine_probe[16];
 }
 #define H3_EP_STAMP(t) \
   u64 t;               \
@@ -380,8 +378,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   u64* pf = turn + 2;     // epilogue prefetch: pf[w - 1] completes warpgroup w's operand tile
 #ifdef H3_ENGINE_PROBE
   // per stage: when its last load was issued, and when consumer warpgroup 1 began to wait for it
-  __shared__ u64 ep_issue[8], ep_wait[8], ep_all_t0;
-  __shared__ u32 ep_waiting;  // consumer warpgroups now waiting on a full stage
+  __shared__ u64 ep_issue[8], ep_wait[8];
   constexpr bool kObserve = H3SameType<Pro, NoProducerHooks>::value;
 #endif
   const int wg = threadIdx.x / 128;
@@ -451,9 +448,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   };
 
   if (threadIdx.x == 0) {
-#ifdef H3_ENGINE_PROBE
-    ep_waiting = 0;
-#endif
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1);
       // One arrival per consumer warpgroup that reads the stage, in every CTA of the cluster.
@@ -684,7 +678,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       };
       // (the unit count is formed again at each test, from the opaque M: held across the
       // mainloop, it was the word ptxas spilled in the 192-row FP8 kernel with the tail split)
-      H3_EP_DECL(ep_all);
       H3_EP_STAMP(ep_start);
       for (int t = cluster_id; live(t); t += clusters, ++tiles) {
         H3_EP_STAMP(ep0);
@@ -710,18 +703,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           H3_EP_STAMP(fw0);
 #ifdef H3_ENGINE_PROBE
           if (wg == 1 && leader) *reinterpret_cast<volatile u64*>(&ep_wait[s]) = fw0;
-          if (leader && atomicAdd(&ep_waiting, 1u) == kWG - 1)
-            *reinterpret_cast<volatile u64*>(&ep_all_t0) = fw0;
 #endif
           mbar_wait(&full[s], ((it0 + kt) / S) & 1);
           H3_EP_STAMP(fw1);
-#ifdef H3_ENGINE_PROBE
-          if (leader && atomicSub(&ep_waiting, 1u) == kWG) {
-            u64 t0 = *reinterpret_cast<volatile u64*>(&ep_all_t0);
-            t0 = t0 > fw0 ? t0 : fw0;
-            if (fw1 > t0) ep_all += fw1 - t0;
-          }
-#endif
           H3_EP_ACC(ep_full, fw0, fw1);
           H3_EP_ACC_IF(kt < S, ep_full_head, fw0, fw1);
           const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
@@ -865,7 +849,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
       H3_EP_STAMP(ep_end);
       H3_EP_ADD(5, ep_end - ep_start);
-      H3_EP_ADD(16, ep_all);
     }
   }
   // NOTE: no CTA may exit while its peer can still arrive on its barriers.
