@@ -54,10 +54,11 @@ namespace h3 {
 
 // M > 256, 128 x 128 tiles (pre_attention.FP8_TILE = "m128"): clusters of two CTAs multicasting B.
 H3_PA8_KERNEL(pre_attention_fp8_x2_sm90, H3_CLUSTER_X2, 2, 2)
-// M > 256, 192 x 128 tiles (pre_attention.FP8_TILE = "m192"): three consumer warpgroups, one head each for 64 rows, in clusters
-// of two CTAs multicasting B (gemm.FP8_CLUSTER = 2): 11% fewer L2 bytes per FLOP than 128 x 128
-// pairs (256 against 192 rows loaded per 192 x 128 against 128 x 128 outputs), 14% more than the
-// engine's n192 pairs; or on single CTAs (gemm.FP8_CLUSTER = 1).
+// M > 256, 192 x 128 tiles (pre_attention.FP8_TILE = "m192"): three consumer warpgroups, one
+// head each for 64 rows, in clusters of two CTAs multicasting B (gemm.FP8_CLUSTER = 2): 11% fewer
+// L2 bytes per FLOP than 128 x 128 pairs (256 against 192 rows loaded per 192 x 128 against
+// 128 x 128 outputs), 14% more than the engine's n192 pairs; or on single CTAs
+// (gemm.FP8_CLUSTER = 1).
 H3_PA8_KERNEL(pre_attention_fp8_m192_x2_sm90, H3_CLUSTER_X2, 2, 3)
 H3_PA8_KERNEL(pre_attention_fp8_m192_sm90, , 1, 3)
 // M <= 256: 128 x 128 tiles on single CTAs.
