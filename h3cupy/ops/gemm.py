@@ -177,6 +177,10 @@ WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: clustered form stays for the A/B. (bf16 224 / 256-column tiles on single CTAs measured level
 #: or slower than in pairs, 0.96-1.01x, and the BF16 pre-attention's 128 x 256 tiles 0.94-0.99x:
 #: not built; NOTES.md session 11.)
+#: The FP8 128 x 128 single-CTA tiles have a 6-stage ring, cuBLAS's own FP8 shape (its
+#: `_scaled_mm` kernel at these sizes: 128 x 128 tiles, 6 stages, no cluster); with promotion
+#: mode 4 (added 2026-12-02, benchmark-only, not yet run) the 4-deep spans leave the ring two
+#: stages of slack, which the n192 ring's four stages did not (mode 4 starved it, session 6).
 WGMMA_VARIANTS = (
     ("bf16", 256, 0, 2, False),
     ("bf16", 224, 0, 2, False),
@@ -186,6 +190,7 @@ WGMMA_VARIANTS = (
     ("e4m3", 192, 1, 2, False),
     ("e4m3", 128, 1, 1, False),
     ("e4m3", 128, 3, 1, False),
+    ("e4m3", 128, 4, 1, False),
     ("e4m3", 256, 0, 2, False),
     ("e4m3", 192, 3, 2, False),
     ("e4m3", 192, 4, 2, False),
