@@ -169,7 +169,11 @@ def test_bf16_pre_attention_errors(rng):
 @pytest.mark.parametrize("m", (1, 129, 257, 4097, 4824))
 def test_fp8_pre_attention(m, out_mode, rng):
     """minimax_h3_fp8_pre_attention (W8A8) in every out_mode against the reference consuming the
-    kernel's own act_q / act_scale; bounds in h3cupy.verify.check_pre_attention_fp8 (SPEC §8)."""
+    kernel's own act_q / act_scale; bounds in h3cupy.verify.check_pre_attention_fp8 (SPEC §8).
+    Above M = 256 this runs the default 128 x 192 tiles in N-tile pairs (pre_attention.FP8_TILE
+    = "n192"): each sampled row is checked across all 168 heads, so each head position in a pair
+    (whole in the first tile, straddling both through the stash, whole in the second) is covered
+    in every kind; M = 257 and 4097 leave a 1-row last M-tile."""
 
     _need_sm90()
     results = check_pre_attention_fp8(m, out_mode, rng)

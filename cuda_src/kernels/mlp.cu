@@ -123,8 +123,8 @@ struct EpiSwiglu {
       const __grid_constant__ TmaDesc desc_y, int M, int N, int k_bytes,               \
       const float *__restrict__ a_scale, const float *__restrict__ w_scale
 
-// M > 256 (clusters of two with gemm.FP8_CLUSTER = 2), 128 x 192 tiles (96 FFN columns each; promoted FP8 at n192 measured
-// ~1.3-1.5x the rate of n128 on the H200, NOTES.md). N = 28672 = 149 x 192 + 64: the last tile
+// M > 256 (clusters of two with gemm.FP8_CLUSTER = 2), 128 x 192 tiles (96 FFN columns each;
+// promoted FP8 at n192 measured ~1.3-1.5x the rate of n128 on the H200, NOTES.md). N = 28672 = 149 x 192 + 64: the last tile
 // column is a tail (B rows past N load as zeros; y columns past 14336 are not stored).
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) mlp_fc1_fp8_x2_sm90(H3_FC1_PARAMS) {
   const EpiSwiglu<H3_EPI_VEC(192)> epi{a_scale, w_scale, &desc_y, M, N};

@@ -55,6 +55,10 @@ H3_DEVICE u32 lds_u32(u32 a) {
   return v;
 }
 
+H3_DEVICE void sts_u32(u32 a, u32 v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+}
+
 H3_DEVICE long long lds_s64(u32 a) {
   long long v;
   asm volatile("ld.shared.s64 %0, [%1];" : "=l"(v) : "r"(a) : "memory");

@@ -224,10 +224,8 @@ struct EpiPreAttnPair {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float* v = &d[4 * (kJ0 + j) + 2 * h];
-        const u32 w = pack_bf16x2(f32_to_bf16(v[0]), f32_to_bf16(v[1]));
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(stash + 4 * (128 * (w0 + 2 * j + h) + tid)),
-                     "r"(w)
-                     : "memory");
+        sts_u32(stash + 4 * (128 * (w0 + 2 * j + h) + tid),
+                pack_bf16x2(f32_to_bf16(v[0]), f32_to_bf16(v[1])));
       }
   }
 
@@ -249,13 +247,9 @@ struct EpiPreAttnPair {
     for (int j = 0; j < 16; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        u32 w;
-        asm volatile("ld.shared.u32 %0, [%1];"
-                     : "=r"(w)
-                     : "r"(stash + 4 * (128 * (2 * j + h) + tid))
-                     : "memory");
-        d[32 + 4 * j + 2 * h] = __uint_as_float(w << 16);
-        d[32 + 4 * j + 2 * h + 1] = __uint_as_float(w & 0xffff0000u);
+        const u32 w = lds_u32(stash + 4 * (128 * (2 * j + h) + tid));
+        d[32 + 4 * j + 2 * h] = bf16_to_f32(static_cast<bf16_t>(w & 0xffffu));
+        d[32 + 4 * j + 2 * h + 1] = bf16_to_f32(static_cast<bf16_t>(w >> 16));
       }
     one.template head<true, true>(view(32), row0, col0 - 64, staging, wg);  // head B
   }
