@@ -91,6 +91,11 @@ def main() -> None:
             ),
         )
     valid = {f"{vname(*v[1:])}:{v[0]}" for v in gemm.WGMMA_VARIANTS}
+    # wgmma192m192[x2]: the benchmark-only 192 x 192 bf16 tiles on three consumer warpgroups
+    for c in gemm.WGMMA_M192_CLUSTERS:
+        b = f"wgmma192m192{'x2' if c > 1 else ''}"
+        backends[b] = functools.partial(gemm.gemm_wgmma, tile_m=192, cluster=c)
+        valid.add(f"{b}:bf16")
     if info["target"] != "sm_90a":
         args.backend = [b for b in args.backend if not b.startswith("wgmma")]
     print(

@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -192,6 +192,20 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s14-a)  # session 14's first call: the benchmark-only 192 x 192 bf16 tiles (three consumer
+          # warpgroups; cuBLAS's own bf16 tile) tested, then timed with energy beside the n256
+          # pairs default and torch.mm at QKV / FC1; then s14-first's FP8 n128 p4 (below)
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py
+    [ "$status" = 0 ] || exit 1
+    smi_start
+    run 170 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt bf16 --shapes qkv fc1 \
+      --m 4824 9648 38592 --backend wgmma wgmma192m192 wgmma192m192x2 --reps 10 --energy \
+      --json "$OUT/bench_gemm_bf16_m192.json"
+    run 250 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes qkv fc1 o fc2 \
+      --m 4824 38592 --backend wgmma wgmma128p3 wgmma128p4 --reps 10 --energy \
+      --json "$OUT/bench_gemm_fp8_n128.json"
+    smi_stop
     ;;
   s14-first)  # written in session 13, unrun: the FP8 engine on cuBLAS's own FP8 shape (128 x 128
               # single-CTA tiles, 6-stage ring) with promotion spans of two and of four k-tiles

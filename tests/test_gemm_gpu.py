@@ -170,6 +170,48 @@ def test_gemm_wgmma_variants(variant, shape, rng):
     _check(download(out).astype(np.float32), ref)
 
 
+@pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("cluster", [1, 2], ids=lambda c: f"x{c}")
+def test_gemm_wgmma_m192(cluster, shape, rng):
+    """The benchmark-only 192 x 192 bf16 tiles (three consumer warpgroups): M tails (1, 129:
+    one 192-row tile mostly past M; 2000: 11 M-tiles, so in clusters one CTA of the last pair
+    computes rows past M only), N tails (520, 1000 are not multiples of 192), every H3 K, and more
+    tiles than SMs (the ring wraps across tiles)."""
+    import cupy
+
+    from h3cupy.ops import gemm
+    from h3cupy.testing import download, poison
+
+    _backend("wgmma")
+    m, n, k = shape
+    (a, w, _, _), ref = _operands(rng, "bf16", m, n, k)
+    out = cupy.empty((m, n), formats.BF16)
+    poison(out)
+    gemm.gemm_wgmma(cupy.asarray(a), cupy.asarray(w), out=out, tile_m=192, cluster=cluster)
+    _check(download(out).astype(np.float32), ref)
+
+
+def test_gemm_wgmma_m192_rejects():
+    """tile_m other than 128 / 192, or tile_m=192 with anything but its own variant: a
+    ValueError naming the argument, raised before any launch."""
+    import cupy
+
+    from h3cupy.ops import gemm
+
+    _backend("wgmma")
+    a = cupy.ones((256, 128), formats.BF16)
+    bad = (
+        ({"tile_m": 64}, "tile_m"),
+        ({"tile_m": 192, "tile_n": 256}, "tile_n=256"),
+        ({"tile_m": 192, "cluster": 4}, "cluster=4"),
+        ({"tile_m": 192, "fmt": "e4m3"}, "fmt='e4m3'"),
+    )
+    for kw, named in bad:
+        b = cupy.full((256, 128), 0x38, cupy.uint8) if kw.get("fmt") == "e4m3" else a
+        with pytest.raises(ValueError, match=named):
+            gemm.gemm_wgmma(b, b, **kw)
+
+
 # NOTE: the engine's default FP8 tiles (128 x 192, single CTAs) at the O and FC2 shapes, M =
 # 4824: 38 x 28 = 1064 = 8 x 132 + 8 tiles, so the last round's 8 tiles run as 4 k-ranges each
 # (gemm.TAIL_SPLIT, on by default); each shape against the same call with the split off.

@@ -101,7 +101,21 @@ def test_tma_probe_sass(target):
 def test_gemm_wgmma_sass():
     text = sass.disassemble(gemm.GEMM_WGMMA, "sm_90a")
     ops = sass.opcodes(text)
-    assert len(ops) == len(gemm.WGMMA_VARIANTS)
+    assert len(ops) == len(gemm.WGMMA_VARIANTS) + len(gemm.WGMMA_M192_CLUSTERS)
+    # the benchmark-only 192 x 192 bf16 tiles: three consumer warpgroups, each one 64 x 192
+    # HGMMA per k-step; no local memory, no tail split (its atomic), B multicast in clusters,
+    # and the mainloop not serialized (fewer warpgroup waits than HGMMAs)
+    for cluster in gemm.WGMMA_M192_CLUSTERS:
+        kern = {1: "gemm_wgmma_m192_sm90", 2: "gemm_wgmma_m192_x2_sm90"}[cluster]
+        (name,) = [n for n in ops if f"{kern}ILi0ELi192E" in n]
+        c = ops[name]
+        mmas = sum(k for o, k in c.items() if o.startswith("HGMMA"))
+        waits = sum(k for o, k in c.items() if o.startswith("WARPGROUP.DEPBAR"))
+        assert mmas >= 4 and waits < mmas, (name, mmas, waits)
+        assert not any(o.startswith(("LDL", "STL", "ATOMG")) for o in c), sorted(c)
+        assert any(o.startswith("USETMAXREG") for o in c)
+        assert any(o.startswith("UTMALDG.2D.MULTICAST") for o in c) == (cluster == 2), sorted(c)
+    assert "HGMMA.64x192x16" in text
     for fmt, tile_n, promote, cluster, pingpong in gemm.WGMMA_VARIANTS:
         code, op = {"bf16": (0, "HGMMA"), "e4m3": (1, "QGMMA")}[fmt]
         kern = {1: "gemm_wgmma_sm90", 2: "gemm_wgmma_x2_sm90"}[cluster]

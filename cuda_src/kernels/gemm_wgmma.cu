@@ -49,4 +49,29 @@ H3_GEMM_WGMMA_KERNEL(gemm_wgmma_x2_sm90, H3_CLUSTER_X2, 2)
 
 #undef H3_GEMM_WGMMA_KERNEL
 
+// Benchmark-only: 192 x 192 bf16 tiles on three consumer warpgroups (each 64 rows x 192 columns,
+// one m64n192 wgmma per k-step), cuBLAS's own bf16 tile at the H3 shapes (its torch.mm kernel:
+// 192 x 192, 64-deep k-tiles, 4 stages, clusters of two). One 8 KiB staging box per warpgroup
+// keeps the ring at four 48 KiB stages. No tail split (with it ptxas spilled 12 words in the
+// 128-register launch; the comparison that matters is at M = 38592, 170.5 rounds).
+// gemm_wgmma_m192[_x2]_sm90<fmt, tile N>: fmt 0, tile N 192.
+#define H3_GEMM_WGMMA_M192_KERNEL(NAME, CLUSTER_ATTR, CLUSTER)                                 \
+  template <int kFmt, int kBN>                                                                 \
+  __global__ void CLUSTER_ATTR __launch_bounds__(512, 1)                                       \
+      NAME(const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,     \
+           const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,                  \
+           const float* __restrict__ row_scale, const float* __restrict__ col_scale,           \
+           float* tail_part, u32* tail_count, int tail_splits) {                               \
+    static_assert(kFmt == 0, "192 x 192 tiles: bf16 (unpromoted)");                            \
+    using Epi = EpiScaleBf16<0, 1>;                                                            \
+    const Epi epi{row_scale, col_scale, &desc_c, M, N};                                        \
+    gemm_sm90_body<kFmt, kBN, 0, CLUSTER, Epi, false, NoProducerHooks, 3, false, false>(       \
+        desc_a, desc_b, M, N, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});     \
+  }
+
+H3_GEMM_WGMMA_M192_KERNEL(gemm_wgmma_m192_sm90, , 1)
+H3_GEMM_WGMMA_M192_KERNEL(gemm_wgmma_m192_x2_sm90, H3_CLUSTER_X2, 2)
+
+#undef H3_GEMM_WGMMA_M192_KERNEL
+
 }  // namespace h3

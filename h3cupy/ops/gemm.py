@@ -226,17 +226,37 @@ def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int, pingpong: boo
     return f"h3::{kern}<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {promote}, {str(pingpong).lower()}>"
 
 
-GEMM_WGMMA = jit.ModuleSpec("kernels/gemm_wgmma.cu", tuple(_wgmma_name(*v) for v in WGMMA_VARIANTS))
+#: Benchmark-only: 192 x 192 bf16 tiles on three consumer warpgroups (each 64 x 192, one m64n192
+#: wgmma per k-step; cuBLAS's own bf16 tile at the H3 shapes), on single CTAs (1) or in clusters
+#: of two multicasting B (2): ``gemm_wgmma(..., tile_m=192)``. One 8 KiB epilogue staging box per
+#: warpgroup keeps the ring at four 48 KiB stages. Built without the tail split (it spilled).
+WGMMA_M192_CLUSTERS = (1, 2)
 
 
-def wgmma_smem_bytes(tile_n: int, full_staging: bool = False, wg: int = 2, vec: int = 0) -> int:
+def _wgmma_m192_name(cluster: int) -> str:
+    kern = {1: "gemm_wgmma_m192_sm90", 2: "gemm_wgmma_m192_x2_sm90"}[cluster]
+    return f"h3::{kern}<0, 192>"
+
+
+GEMM_WGMMA = jit.ModuleSpec(
+    "kernels/gemm_wgmma.cu",
+    tuple(_wgmma_name(*v) for v in WGMMA_VARIANTS)
+    + tuple(_wgmma_m192_name(c) for c in WGMMA_M192_CLUSTERS),
+)
+
+
+def wgmma_smem_bytes(
+    tile_n: int, full_staging: bool = False, wg: int = 2, vec: int = 0, boxes: int = 2
+) -> int:
     """Dynamic shared memory of the sm_90a engine (mirrors Sm90GemmCfg in gemm_sm90.cuh): the
-    stage ring, the epilogue staging (16 KiB per consumer warpgroup; with ``full_staging``, the
-    prefetching epilogues, 64 x tile_n bf16 if that is more), the epilogue's vector area (``vec``
-    bytes per consumer warpgroup, its kVecBytes), the barriers and 1 KiB of alignment slack.
-    ``wg`` consumer warpgroups own 64 rows each of a ``64 * wg``-row tile."""
+    stage ring, the epilogue staging (``boxes`` 8 KiB boxes per consumer warpgroup, 2 unless the
+    epilogue declares kStagingBoxes; with ``full_staging``, the prefetching epilogues, 64 x
+    tile_n bf16 if that is more), the epilogue's vector area (``vec`` bytes per consumer
+    warpgroup, its kVecBytes), the barriers and 1 KiB of alignment slack. ``wg`` consumer
+    warpgroups own 64 rows each of a ``64 * wg``-row tile."""
     stage = (64 * wg + tile_n) * 128
-    staging = wg * (max(16 * 1024, 64 * tile_n * 2) if full_staging else 16 * 1024)
+    box = boxes * 8192
+    staging = wg * (max(box, 64 * tile_n * 2) if full_staging else box)
     stages = min(6, (232448 - 1024 - staging - wg * vec - 256) // stage)
     return stages * stage + staging + wg * vec + (2 * stages + 4) * 8 + 1024
 
@@ -506,6 +526,7 @@ def gemm_wgmma(
     cluster=None,
     pingpong=None,
     workspace=None,
+    tile_m=None,
 ):
     """The same contract as :func:`gemm_mma_sync` on the sm_90a engine: persistent, TMA loads
     into an mbarrier ring, a producer warpgroup and two wgmma consumer warpgroups, clusters of
@@ -523,6 +544,9 @@ def gemm_wgmma(
             scales: :func:`gemm_wgmma_small_m`), ``[S * M * N]`` with S =
             ``small_m_splits(M, N, K, SMs)``; without it that path allocates one per call when it
             splits K. Ignored otherwise.
+        tile_m: None or 128 (the variants above), or 192: the benchmark-only 192 x 192 bf16
+            tiles on three consumer warpgroups (:data:`WGMMA_M192_CLUSTERS`; ``cluster`` 1 or
+            2, default 2; ``tile_n`` 192 or unset; no promotion, no ping-pong).
 
     The cooperative variants split the last partial round's tiles over k (:data:`TAIL_SPLIT`),
     with counters and partials in scratch kept per stream (per capture inside a CUDA graph).
@@ -537,6 +561,10 @@ def gemm_wgmma(
     target = arch.device_target(at.device)
     if target != "sm_90a":
         raise RuntimeError(f"gemm_wgmma needs sm_90a (H100 / H200), this GPU is {target}")
+    if tile_m not in (None, 128, 192):
+        raise ValueError(f"tile_m: expected None, 128 or 192, got {tile_m!r}")
+    if tile_m == 192:
+        return _launch_m192(at, bt, rs, cs, ot, m, n, k, fmt, tile_n, promote, cluster, pingpong)
     variant_given = any(v is not None for v in (tile_n, promote, cluster, pingpong))
     scaled = rs is not None or cs is not None  # the swap-AB kernels apply no scales
     if SMALL_M_SWAP_AB and fmt == "bf16" and m <= 136 and not variant_given and not scaled:
@@ -566,6 +594,41 @@ def gemm_wgmma(
         plan.grid,
         384,
         (desc_a, desc_b, desc_c, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs))
+        + tail_args(plan, buf),
+        tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
+        smem=smem,
+    )
+    return interop.export(ot)
+
+
+def _launch_m192(at, bt, rs, cs, ot, m, n, k, fmt, tile_n, promote, cluster, pingpong):
+    """gemm_wgmma's benchmark-only 192 x 192 bf16 tiles (three consumer warpgroups)."""
+    cluster = 2 if cluster is None else cluster
+    if (
+        fmt != "bf16"
+        or tile_n not in (None, 192)
+        or promote not in (None, 0, False)
+        or pingpong not in (None, False)
+        or cluster not in WGMMA_M192_CLUSTERS
+    ):
+        raise ValueError(
+            "tile_m=192: expected fmt='bf16', tile_n 192 or unset, no promotion, no ping-pong, "
+            f"cluster in {WGMMA_M192_CLUSTERS}; got fmt={fmt!r}, tile_n={tile_n!r}, "
+            f"promote={promote!r}, pingpong={pingpong!r}, cluster={cluster!r}"
+        )
+    target = arch.device_target(at.device)
+    desc_a = _tensor_map(at.ptr, "bfloat16", k, m, k * 2, 192)
+    desc_b = _tensor_map(bt.ptr, "bfloat16", k, n, k * 2, 192 // cluster)
+    desc_c = _tensor_map(ot.ptr, "bfloat16", n, m, n * 2, 64)
+    kernel = jit.get_kernel(GEMM_WGMMA, _wgmma_m192_name(cluster), target)
+    smem = wgmma_smem_bytes(192, wg=3, boxes=1)
+    plan = tail_plan(kernel, m, n, 192, cluster, smem, at.device, k * 2 // 128, split=False, wg=3)
+    buf = plan_workspace(plan, None, at.device, [at], "")
+    launch(
+        kernel,
+        plan.grid,
+        512,
+        (desc_a, desc_b, desc_c, i32(m), i32(n), i32(k * 2), ptr(rs), ptr(cs))
         + tail_args(plan, buf),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
         smem=smem,

@@ -128,6 +128,10 @@ H3_DEVICE void vec_wait(int wg) {
 // pass's TMA store to read the buffer in the middle of the epilogue).
 H3_MEMBER_OR(EpiFullStaging, kFullStaging)
 
+// `static constexpr int kStagingBoxes = 1`: the epilogue stores through one 8 KiB box per
+// warpgroup (64-column passes) instead of the default two (kStagingBoxes above).
+H3_MEMBER_OR(EpiStagingBoxes, kStagingBoxes)
+
 // `static constexpr bool kPairN = true`: each CTA runs N-tiles in pairs, (m, 2j) then (m, 2j + 1)
 // back to back (the tile order is over those pairs; the column-tile count must be even), so an
 // epilogue can carry state from the first tile of a pair to the second through its vector area
@@ -147,7 +151,7 @@ constexpr int kStagingBoxes = 2;
 constexpr int kPassCols = 64 * kStagingBoxes;
 
 template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false, int kWG = 2,
-          int kVecBytes = 0>
+          int kVecBytes = 0, int kBoxes = kStagingBoxes>
 struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256 ||
                     (kFmt == 0 && kPromote == 0 && (kBN == 16 || kBN == 136)),
@@ -157,8 +161,9 @@ struct Sm90GemmCfg {
                     (kPromote == 2 && kBN <= 128),
                 "FP8 promotion: two fragments need tile N <= 192, three tile N <= 128");
   static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
-  static_assert(kWG == 2 || (kWG == 3 && kBN == 128),
-                "three consumer warpgroups (192 x 128 tiles): tile N 128");
+  static_assert(kWG == 2 || (kWG == 3 && (kBN == 128 || (kBN == 192 && kPromote == 0))),
+                "three consumer warpgroups: 192 x 128 tiles, or unpromoted 192 x 192 tiles");
+  static_assert(kBoxes == 1 || kBoxes == 2, "one or two 8 KiB staging boxes per warpgroup");
   static constexpr int kBM = 64 * kWG;  // each consumer warpgroup owns 64 rows
   static constexpr int kBKBytes = 128;  // one 128B swizzle row: 64 bf16 or 128 e4m3
   static constexpr int kABytes = kBM * kBKBytes;
@@ -169,9 +174,10 @@ struct Sm90GemmCfg {
   // that the TMA store drains while the next tile's mainloop runs.
   // With kFullStaging (prefetching epilogues) each warpgroup's buffer holds its whole 64 x kBN
   // bf16 block, so a prefetched operand tile and the output share it.
+  // kBoxes: the epilogue's boxes per warpgroup (EpiStagingBoxes; one box leaves the 192 x 192
+  // bf16 tiles' ring four stages instead of three).
   static constexpr int kStagingBytes =
-      kWG * (kFullStaging && 64 * kBN * 2 > kStagingBoxes * 8192 ? 64 * kBN * 2
-                                                                 : kStagingBoxes * 8192);
+      kWG * (kFullStaging && 64 * kBN * 2 > kBoxes * 8192 ? 64 * kBN * 2 : kBoxes * 8192);
   static_assert(kVecBytes % 16 == 0, "epilogue vectors: a multiple of 16 bytes per warpgroup");
   static constexpr int kVecTotal = kWG * kVecBytes;  // after the staging buffers
   static constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block
@@ -355,7 +361,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   static_assert(!kTail || (!kSplitK && !kPingPong), "tail split: cooperative schedule, no split-K");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster,
-                          kPf || EpiFullStaging<Epi, false>::value, kWG, kVec>;
+                          kPf || EpiFullStaging<Epi, false>::value, kWG, kVec,
+                          EpiStagingBoxes<Epi, kStagingBoxes>::value>;
   constexpr int kLaunchRegs = (65536 / Cfg::kThreads) / 8 * 8;  // see Sm90GemmCfg's NOTE
   constexpr int kProducerRegs = ProducerRegs<Pro, Cfg::kProducerRegs>::value;
   constexpr int kConsumerRegs =
@@ -866,7 +873,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 // calls store(pass, box, src) for each, which issues the TMA store (the tensor map has matching
 // boxes and swizzle and clips past its edges). Before a pass overwrites the buffer, that thread
 // waits for the previous stores to have read it.
-template <int kBoxCols, int kAcc, class StoreBox>
+template <int kBoxCols, int kAcc, class StoreBox, int kBoxes = kStagingBoxes>
 H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, int bar_id,
                                          const StoreBox& store) {
   static_assert(kBoxCols == 64 || kBoxCols == 32, "64- or 32-column boxes");
@@ -876,7 +883,7 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
   constexpr int kBoxBytes = 64 * kRowBytes;   // 8 or 4 KiB
   // NOTE: a partly filled box would store stale staging bytes into the next tile's columns.
   static_assert(kGroups % kBoxGroups == 0, "the fragment must fill whole boxes");
-  constexpr int kPass = 8 * kStagingBoxes;  // groups per pass: the staging buffer's 8 KiB boxes
+  constexpr int kPass = 8 * kBoxes;  // groups per pass: the staging buffer's 8 KiB boxes
   const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
   const u32 base = smem_addr(staging);
 #pragma unroll
@@ -909,11 +916,12 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
   }
 }
 
-// 64-column boxes (the tensor map: 64 x 64 boxes, 128B swizzle); store(pass, box, src), box 0..1.
-template <int kAcc, class StoreBox>
+// 64-column boxes (the tensor map: 64 x 64 boxes, 128B swizzle); store(pass, box, src), box 0 ..
+// kBoxes - 1 (passes of 64 kBoxes columns).
+template <int kAcc, class StoreBox, int kBoxes = kStagingBoxes>
 H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_id,
                                    const StoreBox& store) {
-  store_fragment_bf16_boxes<64>(d, staging, bar_id, store);
+  store_fragment_bf16_boxes<64, kAcc, StoreBox, kBoxes>(d, staging, bar_id, store);
 }
 
 // 32-column boxes for fragments whose width is a whole number of 32 but not of 64 columns (a
@@ -966,10 +974,13 @@ H3_DEVICE void store_fragment_bf16_full(const float (&d)[kAcc], u8* staging, int
 // kVecCols > 0 (tile N, FP8 tiles of 192 columns: their ring keeps its stages): the row and column
 // scales come through shared memory (kVecBytes: 64 row + kVecCols column floats, copied during
 // the mainloop) and the block is stored from a full-width staging buffer in one pass.
-template <int kVecCols = 0>
+// kBoxes: 8 KiB staging boxes per warpgroup (1: 64-column store passes, for the 192 x 192 bf16
+// tiles whose three warpgroups' staging would otherwise cost the ring a stage).
+template <int kVecCols = 0, int kBoxes = h3::kStagingBoxes>
 struct EpiScaleBf16 {
   static constexpr int kVecBytes = kVecCols > 0 ? 4 * (64 + kVecCols) : 0;
   static constexpr bool kFullStaging = kVecCols > 0;
+  static constexpr int kStagingBoxes = kBoxes;
   const float* __restrict__ row_scale;
   const float* __restrict__ col_scale;
   const TmaDesc* desc_c;
@@ -1009,10 +1020,11 @@ struct EpiScaleBf16 {
       }
     }
     if constexpr ((kAcc / 4) % 8 == 0) {
-      store_fragment_bf16(d, staging, wg, [&](int p, int box, const u8* src) {
-        const int x = col0 + kPassCols * p + 64 * box;
+      auto store = [&](int p, int box, const u8* src) {
+        const int x = col0 + 64 * kBoxes * p + 64 * box;
         if (x < N) tma_store_2d(desc_c, src, x, row0);
-      });
+      };
+      store_fragment_bf16<kAcc, decltype(store), kBoxes>(d, staging, wg, store);
     } else {  // n224: 32-column boxes (desc_c has 32 x 64 boxes, 64B swizzle)
       store_fragment_bf16_w32(d, staging, wg, [&](int box, const u8* src) {
         const int x = col0 + 32 * box;
