@@ -104,21 +104,23 @@ def run_one(
     def h3():
         minimax_h3_bf16_pre_attention(*chain_args[:9], ulysses_degree=p, out=out, workspace=ws)
 
+    from h3cupy.core import launch
     from h3cupy.ops import gemm
 
-    def h3_with(name, value):
-        """h3 with the engine setting gemm.<name> = value, for an A/B in one run (the tail split
-        off: TAIL_SPLIT)."""
-        old = getattr(gemm, name)
-        setattr(gemm, name, value)
+    def h3_with(name, value, module=gemm):
+        """h3 with the setting module.<name> = value, for an A/B in one run (the tail split
+        off: gemm.TAIL_SPLIT; no programmatic dependent launch: launch.PDL)."""
+        old = getattr(module, name)
+        setattr(module, name, value)
         try:
             h3()
         finally:
-            setattr(gemm, name, old)
+            setattr(module, name, old)
 
     fns = {
         "h3": lambda i: h3(),
         "h3_no_tail": lambda i: h3_with("TAIL_SPLIT", False),
+        "h3_no_pdl": lambda i: h3_with("PDL", False, launch),
         "eager": lambda i: torch_chain(*chain_args),
         "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
     }
@@ -178,7 +180,10 @@ def main() -> None:
             f"{row['speedup_vs_eager']:>10.2f}{row.get('speedup_vs_compiled', nan):>12.2f}"
             f"{row['speedup_vs_gemm']:>9.2f}"
         )
-        print(f"   without the tail split {row['h3_no_tail_ms']:.3f} ms")
+        print(
+            f"   without the tail split {row['h3_no_tail_ms']:.3f} ms; without the programmatic"
+            f" launch {row['h3_no_pdl_ms']:.3f} ms"
+        )
         if "sustained_speedup_vs_compiled" in row:
             print(
                 f"   sustained: h3 {row['h3_sustained_ms']:.3f} ms at "

@@ -501,3 +501,39 @@ def device_info() -> dict[str, object]:
         "nvrtc": ".".join(map(str, jit.nvrtc_version())),
         "driver": cupy.cuda.runtime.driverGetVersion(),
     }
+
+
+def bf16_pre_attention_torch_args(m: int, p: int, rng):
+    """Inputs of ``minimax_h3_bf16_pre_attention`` as CUDA torch tensors, drawn in the model's
+    distributions (``reference.inputs.pre_attention_inputs``, 9 table rows; the AdaLN tables as
+    column chunks of one [rows, 6 * 5376] modulation): ``(args, out, workspace)`` with ``args``
+    the nine positional arguments, ``out`` bf16 ``[p, m, 56 / p, 3, 128]`` and ``workspace``
+    bf16 ``[m, 5376]`` (both uninitialised)."""
+    import torch
+
+    from h3cupy.reference import inputs
+
+    host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
+
+    def t(a):
+        if a.dtype.name == "bfloat16":
+            return (
+                torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).cuda().view(torch.bfloat16)
+            )
+        return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+
+    mod = t(host["modulation"])
+    args = (
+        t(host["x"]),
+        t(host["x_norm_weight"]),
+        mod[:, 5376:10752],  # adaln_scale: a column chunk, row stride 6 * 5376
+        mod[:, 0:5376],  # adaln_shift
+        t(host["adaln_index"]),
+        t(host["qkv_weight"]),
+        t(host["q_norm_weight"]),
+        t(host["k_norm_weight"]),
+        t(host["rope_cos_sin"]),
+    )
+    out = torch.empty((p, m, 56 // p, 3, 128), dtype=torch.bfloat16, device="cuda")
+    ws = torch.empty((m, 5376), dtype=torch.bfloat16, device="cuda")
+    return args, out, ws

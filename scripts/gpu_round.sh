@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s14-c|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -192,6 +192,32 @@ case "$MODE" in
       --json "$OUT/bench_ops_fused.json"
     run 220 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
       tests/test_mlp_gpu.py -k "fused and not (fused_quantization and 4824)"
+    ;;
+  s14-b)  # programmatic dependent launch (launch.PDL, on by default): its own tests (each op
+          # with it off, bits on / off / graph), the ops' main tests with it on (the GEMM reading
+          # a poisoned workspace before the prologue's end would fail them), then the BF16
+          # pre-attention at the four centres with the h3_no_pdl form beside the default
+    run 330 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_pdl_gpu.py \
+      tests/test_pre_attention_gpu.py tests/test_out_proj_gpu.py tests/test_mlp_gpu.py \
+      tests/test_gemm_gpu.py -k "test_pdl_gpu or test_bf16_pre_attention[129] or \
+      test_bf16_pre_attention[4824] or graph_and_determinism or test_fp8_pre_attention[4824-bf16] \
+      or test_fp8_pre_attention[257-e4m3] or test_fp8_pre_attention_graph or tile_setting or \
+      (fp8_out_proj and not mma and (4824 or graph or capture or two_launch)) or \
+      test_mlp_fp8[4824] or test_mlp_fp8[257] or (test_mlp_fp8_graph and not mma) or \
+      (test_gemm_wgmma_tail_split and 4824x5376x7168)"
+    [ "$status" = 0 ] || exit 1
+    smi_start
+    run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention_bf16.json"
+    smi_stop
+    ;;
+  s14-c)  # the FP8 operators at the four centres with the h3_no_pdl form beside the default
+          # (graph replays), then memcheck of the BF16 pre-attention's programmatic launch
+    smi_start
+    run 330 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention out_proj mlp \
+      --json "$OUT/bench_ops_fp8.json"
+    smi_stop
+    run 90 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+      python3 -m pytest -q -p no:cacheprovider tests/test_pdl_gpu.py -k "pdl_bits and 129"
     ;;
   s14-a)  # session 14's first call: the benchmark-only 192 x 192 bf16 tiles (three consumer
           # warpgroups; cuBLAS's own bf16 tile) tested, then timed with energy beside the n256

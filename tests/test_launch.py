@@ -158,3 +158,16 @@ def test_flags_helpers():
                 assert n == -(-m // 128)
         with pytest.raises(ValueError, match=r"m: expected M >= 1, got 0"):
             helper(0)
+
+
+def test_launch_attribute_layout():
+    """The ctypes mirrors of cuda.h's CUlaunchAttribute (an id, 4 bytes of padding, a 64-byte
+    value union: 72 bytes) and CUlaunchConfig (grid, block, shared memory, stream, attrs,
+    num_attrs: 56 bytes on 64-bit hosts) that the programmatic launches pass to
+    cuLaunchKernelEx."""
+    import ctypes
+
+    assert ctypes.sizeof(launch._LaunchAttr) == 72
+    assert launch._LaunchAttr.value.offset == 8
+    assert ctypes.sizeof(launch._LaunchConfig) == 56
+    assert launch._LaunchConfig.stream.offset == 32 and launch._LaunchConfig.attrs.offset == 40

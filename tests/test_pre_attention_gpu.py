@@ -84,34 +84,9 @@ def test_bf16_pre_attention_positions(m, index_dtype, rng):
 
 
 def _torch_args(m, p, rng):
-    import torch
+    from h3cupy.testing import bf16_pre_attention_torch_args
 
-    from h3cupy.reference import inputs
-
-    host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
-
-    def t(a):
-        if a.dtype.name == "bfloat16":
-            return (
-                torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).cuda().view(torch.bfloat16)
-            )
-        return torch.from_numpy(np.ascontiguousarray(a)).cuda()
-
-    mod = t(host["modulation"])
-    args = (
-        t(host["x"]),
-        t(host["x_norm_weight"]),
-        mod[:, 5376:10752],  # adaln_scale: a column chunk, row stride 6 * 5376
-        mod[:, 0:5376],  # adaln_shift
-        t(host["adaln_index"]),
-        t(host["qkv_weight"]),
-        t(host["q_norm_weight"]),
-        t(host["k_norm_weight"]),
-        t(host["rope_cos_sin"]),
-    )
-    out = torch.empty((p, m, 56 // p, 3, 128), dtype=torch.bfloat16, device="cuda")
-    ws = torch.empty((m, 5376), dtype=torch.bfloat16, device="cuda")
-    return args, out, ws
+    return bf16_pre_attention_torch_args(m, p, rng)
 
 
 def test_bf16_pre_attention_graph_and_determinism(rng):

@@ -75,6 +75,10 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, H3_PROLOGUE_MIN_C
     const IndexT* __restrict__ index, float eps, i64 M, bf16_t* __restrict__ a_out,
     u8* __restrict__ q_out, void* __restrict__ s_out, const float* __restrict__ global_scale) {
   using Shape = PrologueShape<kK>;
+  // The engine GEMM after it is launched programmatically (launch.PDL): let it be scheduled
+  // now, so its launch and barrier setup overlap this kernel's last rows (it waits for this
+  // grid's end before reading a).
+  griddep_launch_dependents();
   __shared__ float red[Shape::kWarps];
   const int t = threadIdx.x;
   const bool active = t < Shape::kBlocks;

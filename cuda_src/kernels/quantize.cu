@@ -16,6 +16,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_smxx(
     const bf16_t* __restrict__ w, int K, const i64* __restrict__ dst_row, u8* __restrict__ q,
     float* __restrict__ scale) {
   __shared__ float red[kQuantThreads / 32];
+  griddep_launch_dependents();  // the FP8 GEMM after it (launch.PDL; see the prologue)
   const i64 r = blockIdx.x;
   const bf16_t* row = w + r * K;
   float amax = 0.f;

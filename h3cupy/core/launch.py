@@ -90,6 +90,22 @@ class _LaunchConfig(ctypes.Structure):
     ]
 
 
+class _LaunchAttr(ctypes.Structure):
+    """CUlaunchAttribute: an id, 4 bytes of padding, a 64-byte value union."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
+
+
+# CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (cuda.h)
+_ATTR_PROGRAMMATIC = 6
+
+#: Programmatic dependent launch for the kernels that ask for it (``launch(..., pdl=True)``: the
+#: sm_90a engine kernels, which wait (``griddepcontrol.wait``) before anything else once their
+#: barriers are set up): such a launch may begin while the previous kernel in the stream (the
+#: prologue, which signals its dependents as it starts) is still running, so the GEMM's launch and
+#: setup overlap the prologue's tail. A module setting, for the A/B in one run.
+PDL = True
+
 _active_clusters: dict[tuple[int, int, int], int] = {}
 
 
@@ -148,6 +164,18 @@ class _Driver:
                 ctypes.c_void_p,
             ]
         )
+        self.launch_ex = lib.cuLaunchKernelEx
+        self.launch_ex.restype = ctypes.c_int
+        self.launch_ex.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_void_p,
+        ]
+        attr = _LaunchAttr()
+        attr.id = _ATTR_PROGRAMMATIC
+        attr.value[0] = 1  # programmaticStreamSerializationAllowed
+        self.pdl_attr = attr
         self.error_name = lib.cuGetErrorName
         self.error_name.restype = ctypes.c_int
         self.error_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
@@ -230,11 +258,14 @@ def launch(
     *,
     tensors: list[Tensor],
     smem: int = 0,
+    pdl: bool = False,
 ) -> None:
     """Launch ``kernel`` on the current stream of the operands' framework.
 
     Dynamic shared memory above 48 KiB is unlocked on the kernel object the first time it is
-    asked for (``cudaFuncAttributeMaxDynamicSharedMemorySize``).
+    asked for (``cudaFuncAttributeMaxDynamicSharedMemorySize``). ``pdl`` (with :data:`PDL`):
+    a programmatic dependent launch (``cuLaunchKernelEx``), only for kernels that execute
+    ``griddepcontrol.wait`` before touching anything an earlier kernel writes (sm_90+).
     """
     global _driver
     _unlock_smem(kernel, smem)
@@ -255,9 +286,19 @@ def launch(
         check_params(kernel, params)
         _checked.add(id(kernel))
     ptrs = (ctypes.c_void_p * max(1, len(params)))(*[ctypes.addressof(p) for p in params])
-    rc = _driver.launch(
-        function_ptr(kernel), *grid, *block, smem, current_stream_ptr(tensors), ptrs, None
-    )
+    if pdl and PDL:
+        cfg = _LaunchConfig()
+        cfg.grid[:] = grid
+        cfg.block[:] = block
+        cfg.shared_mem = smem
+        cfg.stream = current_stream_ptr(tensors)
+        cfg.attrs = ctypes.addressof(_driver.pdl_attr)
+        cfg.num_attrs = 1
+        rc = _driver.launch_ex(ctypes.byref(cfg), ctypes.c_void_p(function_ptr(kernel)), ptrs, None)
+    else:
+        rc = _driver.launch(
+            function_ptr(kernel), *grid, *block, smem, current_stream_ptr(tensors), ptrs, None
+        )
     if rc != 0:
         name = ctypes.c_char_p()
         _driver.error_name(rc, ctypes.byref(name))

@@ -597,6 +597,7 @@ def gemm_wgmma(
         + tail_args(plan, buf),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
         smem=smem,
+        pdl=True,
     )
     return interop.export(ot)
 

@@ -148,14 +148,25 @@ def minimax_h3_mlp_fp8_sm120(
         )
     backend = out_proj.gemm_backend(target)
 
-    # 1. Prologue with per-token FP8 of a.
-    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
     if backend == "mma":
+        # 1. Prologue with per-token FP8 of a; 2-4 on the mma.sync back end.
+        launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
         if ft is not None:  # unused there, zeroed as documented
             with stream([xt]):
                 ft.raw[: -(-m // 128)].fill(0)
         _mlp_mma(fp8_mma_form, aq, asc, w1, s1, yt, yq, ysc, w2, s2, rt, gt, g_stride, rows, it, ot)
         return interop.export(ot)
+    # FC2's plan first: its counters are zeroed (a memset) before the prologue, so that every
+    # launch below follows a kernel and the engine's programmatic launches (launch.PDL) overlap
+    # the tail of the kernel before them. FC2's workspace: the single-launch form's 128-row
+    # ready counters and the tail split's counters and partials, in workspace_flags or the op's
+    # scratch.
+    plan = out_proj.plan_fp8_gemm_wgmma(m, FFN, FUSED_QUANT, dev)
+    buf = gemm.plan_workspace(
+        plan.tail, ft, dev, [xt], "minimax_h3_mlp_fc2_flags_sm120", flags=-(-m // 128)
+    )
+    # 1. Prologue with per-token FP8 of a.
+    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
     # 2. FC1 with the SwiGLU epilogue -> y.
     # (mirrors mlp.cu: n192 above M = 256, in clusters of gemm.FP8_CLUSTER; n128 single CTAs)
     cluster = gemm.FP8_CLUSTER if m > 256 else 1
@@ -181,11 +192,11 @@ def minimax_h3_mlp_fp8_sm120(
         ),
         tensors=[aq, asc, w1, s1, yt],
         smem=smem,
+        pdl=True,
     )
     # 3 + 4. FC2 with the gated-residual epilogue (the out_proj kernels, K = 14336), on the
     # per-token FP8 of y: a launch of its own, or (FUSED_QUANT) inside FC2's launch with the
-    # 128-row ready counters; those and the tail split's counters and partials live in
-    # workspace_flags or the op's scratch.
+    # 128-row ready counters.
     if not FUSED_QUANT:
         launch(
             quant_kernel("quantize_rows_fp8_smxx", dev),
@@ -194,10 +205,6 @@ def minimax_h3_mlp_fp8_sm120(
             (ptr(yt), i32(FFN), ptr(None), ptr(yq), ptr(ysc)),
             tensors=[yt, yq, ysc],
         )
-    plan = out_proj.plan_fp8_gemm_wgmma(m, FFN, FUSED_QUANT, dev)
-    buf = gemm.plan_workspace(
-        plan.tail, ft, dev, [xt], "minimax_h3_mlp_fc2_flags_sm120", flags=-(-m // 128)
-    )
     src = yt if FUSED_QUANT else None
     out_proj.launch_fp8_gemm_wgmma(
         plan, buf, yq, ysc, w2, s2, rt, gt, g_stride, rows, it, ot, m, FFN, src, [yt]

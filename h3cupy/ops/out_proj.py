@@ -198,6 +198,7 @@ def launch_fp8_gemm_wgmma(
         ),
         tensors=[*more, aq, asc, wq, ws, gt, it, rt, ot],
         smem=plan.smem,
+        pdl=True,
     )
 
 
@@ -318,6 +319,16 @@ def minimax_h3_fp8_out_proj(
     backend = gemm_backend(target)
 
     fused = FUSED_QUANT and backend == "wgmma"
+    plan = buf = None
+    if backend != "mma":
+        # The single-launch form's ready counters and the tail split's counters (zeroed here,
+        # before the quantization launch: the GEMM then directly follows a kernel, whose tail
+        # its programmatic launch overlaps, launch.PDL) and partials, in workspace_flags or the
+        # op's scratch.
+        plan = plan_fp8_gemm_wgmma(m, ATTN, fused, dev)
+        buf = gemm.plan_workspace(
+            plan.tail, ft, dev, [at], "minimax_h3_fp8_out_proj_flags", flags=-(-m // 128)
+        )
     if not fused:
         # Launch 1: per-token FP8 of attn_out (one CTA per row).
         launch(
@@ -332,12 +343,6 @@ def minimax_h3_fp8_out_proj(
         form = arch.fp8_mma_code(FP8_MMA_FORM, target, arch.device_name(dev))
         launch_fp8_gemm_mma(form, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, ATTN)
         return interop.export(ot)
-    # The single-launch form's ready counters and the tail split's counters (zeroed here) and
-    # partials, in workspace_flags or the op's scratch.
-    plan = plan_fp8_gemm_wgmma(m, ATTN, fused, dev)
-    buf = gemm.plan_workspace(
-        plan.tail, ft, dev, [at], "minimax_h3_fp8_out_proj_flags", flags=-(-m // 128)
-    )
     src = at if fused else None
     launch_fp8_gemm_wgmma(
         plan, buf, aq, asc, wq, ws, rt, gt, gstride, rows, it, ot, m, ATTN, src, [at]

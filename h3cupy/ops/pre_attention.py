@@ -195,26 +195,30 @@ def minimax_h3_bf16_pre_attention(
         )
     backend = gemm_backend(target)
 
-    # Launch 1: the prologue writes a.
-    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
     if backend == "mma":
+        # Launch 1: the prologue writes a; launch 2 on the mma.sync back end.
+        launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
         _launch_mma(at, qkv, qn, kn, cs, s_rows, pt, qk_eps, hp, ot, m, target)
         return interop.export(ot)
-    # Launch 2: the QKV GEMM with the pre-attention epilogue.
     cluster = 2 if m > 256 else 1
     if cluster == 1:
         tile_n, name = 128, "h3::pre_attention_bf16_sm90"
     else:
         tile_n, name = 256, "h3::pre_attention_bf16_x2_sm90"
     kernel = jit.get_kernel(PRE_ATTENTION, name, target)
+    smem = gemm.wgmma_smem_bytes(tile_n)
+    # the last partial round split over k (gemm.TAIL_SPLIT), its counters and partials in
+    # scratch of the op's own (per stream; per capture inside a CUDA graph); their zeroing goes
+    # before the prologue, so that the prologue and the GEMM are adjacent kernels in the stream
+    # (the GEMM's programmatic launch overlaps the prologue's tail: launch.PDL)
+    plan = gemm.tail_plan(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev, D * 2 // 128)
+    buf = gemm.plan_workspace(plan, None, dev, [xt], "")
+    # Launch 1: the prologue writes a.
+    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
+    # Launch 2: the QKV GEMM with the pre-attention epilogue.
     desc_a = gemm._tensor_map(at.ptr, "bfloat16", D, m, D * 2, 128)
     desc_b = gemm._tensor_map(qkv.ptr, "bfloat16", D, QKV_ROWS, D * 2, tile_n // cluster)
     desc_out = _pack_map(ot.ptr, m, p, hp)
-    smem = gemm.wgmma_smem_bytes(tile_n)
-    # the last partial round split over k (gemm.TAIL_SPLIT), its counters and partials in
-    # scratch of the op's own (per stream; per capture inside a CUDA graph)
-    plan = gemm.tail_plan(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev, D * 2 // 128)
-    buf = gemm.plan_workspace(plan, None, dev, [xt], "")
     launch(
         kernel,
         plan.grid,
@@ -237,6 +241,7 @@ def minimax_h3_bf16_pre_attention(
         ),
         tensors=[t for t in (xt, at, qkv, qn, kn, cs, pt, ot) if t is not None],
         smem=smem,
+        pdl=True,
     )
     return interop.export(ot)
 
@@ -437,11 +442,10 @@ def minimax_h3_fp8_pre_attention(
         )
     backend = gemm_backend(target)
 
-    # Launch 1: prologue with per-token FP8 of a.
-    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
-    # Launch 2: the FP8 QKV GEMM with the pre-attention epilogue and the output mode.
     mode = OUT_MODES.index(out_mode)
     if backend == "mma":
+        # Launch 1: prologue with per-token FP8 of a; launch 2 on the mma.sync back end.
+        launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
         form = arch.fp8_mma_code(FP8_MMA_FORM, target, arch.device_name(dev))
         kernel = jit.get_kernel(
             PRE_ATTENTION_FP8_MMA, f"h3::pre_attention_fp8_mma_smxx<{form}, {mode}>", target
@@ -495,11 +499,15 @@ def minimax_h3_fp8_pre_attention(
     # the pairs' stash: 16 KiB per consumer warpgroup (EpiPreAttnPair::kVecBytes)
     smem = gemm.wgmma_smem_bytes(tile_n, wg=wg, vec=16384 if pairs else 0)
     # the tail split (gemm.TAIL_SPLIT), its counters and partials in the op's scratch; the pairs'
-    # kernel is built without it
+    # kernel is built without it. Zeroed before the prologue: the prologue and the GEMM are then
+    # adjacent kernels, and the GEMM's programmatic launch overlaps the prologue's tail.
     plan = gemm.tail_plan(
         kernel, m, QKV_ROWS, tile_n, cluster, smem, dev, D // 128, split=not pairs, wg=wg
     )
     buf = gemm.plan_workspace(plan, None, dev, [xt], "")
+    # Launch 1: prologue with per-token FP8 of a.
+    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
+    # Launch 2: the FP8 QKV GEMM with the pre-attention epilogue and the output mode.
     launch(
         kernel,
         plan.grid,
@@ -522,6 +530,7 @@ def minimax_h3_fp8_pre_attention(
         ),
         tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs] + _mode_tensors(sfs, scal),
         smem=smem,
+        pdl=True,
     )
     return _result(outs, sfs)
 

@@ -34,4 +34,20 @@ H3_DEVICE uint4 ld16_stream(const void* p) {
   return v;
 }
 
+// Programmatic dependent launch (sm_90+; nothing elsewhere). griddep_wait: block until the
+// grids this launch depends on have completed and their writes are visible (at once when the
+// launch was not programmatic). griddep_launch_dependents: the next kernel in the stream, if
+// launched programmatically, may be scheduled from now on (it still waits for this grid's end
+// before reading anything: see griddep_wait).
+H3_DEVICE void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+H3_DEVICE void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 }  // namespace h3

@@ -475,6 +475,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   } else {
     __syncthreads();
   }
+  // The ops launch the engine programmatically (launch.PDL): it may start while the previous
+  // kernel (the prologue, a quantization) still runs. Every thread waits here for that kernel's
+  // end before it reads or writes global memory; only the barrier setup above overlaps it.
+  griddep_wait();
 
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
