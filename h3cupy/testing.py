@@ -409,8 +409,9 @@ def bench_graphs(
     """GPU time of each ``fn(i)`` without host overhead: the calls for every input set are
     captured in one torch CUDA graph per function; the graphs are then replayed in turn, ``reps``
     rounds, each replay timed with events (per call = replay / ``rotate``). Interleaving keeps
-    the compared functions under the same clocks and temperature; each round starts one function
-    later than the previous one. ``fn`` must not allocate through CuPy's pool (pass preallocated
+    the compared functions under the same clocks and temperature; each round takes the functions
+    in a new random order (seeded: the same in every run), so that no function always follows
+    the same neighbour. ``fn`` must not allocate through CuPy's pool (pass preallocated
     outputs).
 
     ``energy``: then each function's graph is also replayed back to back (0.5 s to settle, a
@@ -422,14 +423,23 @@ def bench_graphs(
     settling read up to 33% apart for equal work), hence the settling."""
     import torch
 
+    import random
+
     graphs = {name: _capture(fn, rotate) for name, fn in fns.items()}
     times: dict[str, list[float]] = {name: [] for name in fns}
     names = list(graphs)
-    for r in range(reps):
-        # NOTE: each round starts at the next function, so that no function always runs first
-        # (or last) in a round. In a fixed order, the MLP at M = 38592 (~16 ms a replay) measured
-        # its two-launch form 3% faster than that form minus one of its launches.
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+    order_rng = random.Random(0)  # the same orders in every run
+    for _ in range(reps):
+        # NOTE: each round replays the functions in a fresh random order. A fixed order (session
+        # 7: the MLP at M = 38592 measured its two-launch form 3% faster than that form minus one
+        # of its launches) and a rotated one (each round one function later: the predecessor of
+        # each function is then always the same one) both bias the heavy forms: under the power
+        # cap a replay after a heavy GEMM runs slower than one after a memory-bound chain. Session
+        # 14 measured three forms of the BF16 pre-attention at M = 38592 that differ by a few
+        # microseconds of launch overlap at 12.83 / 13.26 / 13.83 ms, each after the previous.
+        order = names[:]
+        order_rng.shuffle(order)
+        for name in order:
             graph = graphs[name]
             start = torch.cuda.Event(enable_timing=True)
             stop = torch.cuda.Event(enable_timing=True)

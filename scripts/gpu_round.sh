@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s14-e|s14-d|s14-c|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s14-f|s14-e|s14-d|s14-c|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -208,6 +208,17 @@ case "$MODE" in
     [ "$status" = 0 ] || exit 1
     smi_start
     run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention_bf16.json"
+    smi_stop
+    ;;
+  s14-f)  # testing.bench_graphs takes the forms in a fresh random order each round (a rotated
+          # order gave every form a fixed predecessor: at M = 38592 the heavy forms ran slower
+          # after each other); the issue figures again, 20 rounds: the BF16 pre-attention at the
+          # four centres and the three FP8 operators at the four centres (h3_no_pdl beside each)
+    smi_start
+    run 150 "$OUT/bench.log" python3 benchmarks/pre_attention.py --reps 20 \
+      --json "$OUT/bench_pre_attention_bf16.json"
+    run 290 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention out_proj mlp \
+      --reps 20 --json "$OUT/bench_ops_fp8.json"
     smi_stop
     ;;
   s14-e)  # the prologue signals its dependents on each CTA's last row instead of at its start:
