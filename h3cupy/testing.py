@@ -421,9 +421,9 @@ def bench_graphs(
     the figure that compares kernels run at different clocks) and ``power_sampled_w``. Absent
     where NVML is not available. The counter lags the work (session 9: 0.3 s windows without
     settling read up to 33% apart for equal work), hence the settling."""
-    import torch
-
     import random
+
+    import torch
 
     graphs = {name: _capture(fn, rotate) for name, fn in fns.items()}
     times: dict[str, list[float]] = {name: [] for name in fns}
