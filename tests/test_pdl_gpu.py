@@ -1,10 +1,10 @@
-"""GPU: programmatic dependent launch (h3cupy.core.launch.PDL, on by default).
+"""GPU: programmatic dependent launch (h3cupy.core.launch.PDL, off by default).
 
-The ops launch their sm_90a engine kernels with the programmatic-serialization attribute, so a
-GEMM may start while the kernel before it (the prologue, a quantization) still runs; the engine
-waits (griddepcontrol.wait) before it touches global memory. Every other GPU test runs with it
-on. Here: the ops with it off pass the same reference checks (SPEC §8 bounds, inputs poisoned
-and graphs replayed by h3cupy.verify), and on / off, eager / graph replay give the same bits.
+With it on, the ops launch their sm_90a engine kernels with the programmatic-serialization
+attribute, so a GEMM may start while the kernel before it (the prologue, a quantization) still
+runs; the engine waits (griddepcontrol.wait) before it touches global memory. Here: each op with
+it on and with it off passes its reference checks (SPEC §8 bounds, inputs poisoned and graphs
+replayed by h3cupy.verify), and on / off, eager / graph replay give the same bits.
 """
 
 from __future__ import annotations
@@ -34,16 +34,18 @@ def _assert_passed(results):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("pdl", (True, False), ids=("pdl", "no_pdl"))
 @pytest.mark.parametrize("op", ("bf16_pre_attention", "fp8_pre_attention", "out_proj", "mlp"))
-def test_ops_without_pdl(op, rng, monkeypatch):
-    """launch.PDL = False (a supported setting): each op's reference checks at M = 4824 (the
-    tail split on; graphs for the quantized ops), the out_proj and the MLP in their two-launch
-    forms (the quantization kernel before the GEMM)."""
+def test_ops_pdl(op, pdl, rng, monkeypatch):
+    """launch.PDL on and off: each op's reference checks at M = 4824 (the tail split on; graphs
+    for the quantized ops), the out_proj and the MLP in their two-launch forms (a quantization
+    kernel right before the GEMM). A GEMM that read its activation before the kernel writing it
+    had ended would read the poisoned workspace."""
     from h3cupy.core import launch
     from h3cupy.ops import mlp, out_proj
 
     _need_sm90()
-    monkeypatch.setattr(launch, "PDL", False)
+    monkeypatch.setattr(launch, "PDL", pdl)
     monkeypatch.setattr(out_proj, "FUSED_QUANT", False)
     monkeypatch.setattr(mlp, "FUSED_QUANT", False)
     if op == "bf16_pre_attention":

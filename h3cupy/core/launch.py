@@ -102,9 +102,11 @@ _ATTR_PROGRAMMATIC = 6
 #: Programmatic dependent launch for the kernels that ask for it (``launch(..., pdl=True)``: the
 #: sm_90a engine kernels, which wait (``griddepcontrol.wait``) before anything else once their
 #: barriers are set up): such a launch may begin while the previous kernel in the stream (the
-#: prologue, which signals its dependents as it starts) is still running, so the GEMM's launch and
-#: setup overlap the prologue's tail. A module setting, for the A/B in one run.
-PDL = True
+#: prologue, which signals its dependents on each CTA's last row) is still running, so the GEMM's
+#: launch and setup overlap the prologue's tail. Off by default: on the H200 (2026-12-02, four
+#: runs, benchmarks/NOTES.md session 14) the ops measured within their run-to-run spread of
+#: their PDL-off forms, slightly slower at M = 4824 in every op. A module setting, for the A/B.
+PDL = False
 
 _active_clusters: dict[tuple[int, int, int], int] = {}
 
