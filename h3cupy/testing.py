@@ -547,3 +547,20 @@ def bf16_pre_attention_torch_args(m: int, p: int, rng):
     out = torch.empty((p, m, 56 // p, 3, 128), dtype=torch.bfloat16, device="cuda")
     ws = torch.empty((m, 5376), dtype=torch.bfloat16, device="cuda")
     return args, out, ws
+
+
+def need_sm90a(what: str) -> None:
+    """Skip the calling test (pytest) unless the current GPU is sm_90a: ``what`` runs there only
+    in this version (the sm_90a engine's ops and paths)."""
+    import pytest
+
+    from .core import arch
+
+    if arch.current_target() != "sm_90a":
+        pytest.skip(f"{what} runs on sm_90a in this version")
+
+
+def assert_passed(results: list[Check]) -> None:
+    """Every check passed; the failing rows (op, shape, metric, value, bound) otherwise."""
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)

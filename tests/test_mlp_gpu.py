@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from h3cupy.testing import need_sm90a
 from h3cupy.verify import (
     check_mlp_fp8,  # at module level: a missing name fails collection on CPU too
 )
@@ -17,10 +18,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _need_sm90():
-    from h3cupy.core import arch
-
-    if arch.current_target() != "sm_90a":
-        pytest.skip("the MLP op runs on sm_90a in this version")
+    need_sm90a("the MLP op")
 
 
 @pytest.mark.parametrize("m", (1, 127, 129, 255, 257, 4097, 4824))

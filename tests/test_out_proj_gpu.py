@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from h3cupy.testing import need_sm90a
 from h3cupy.verify import (  # at module level: a missing name fails collection on CPU too
     check_out_proj_fp8,
     check_out_proj_nvfp4,
@@ -17,10 +18,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _need_sm90():
-    from h3cupy.core import arch
-
-    if arch.current_target() != "sm_90a":
-        pytest.skip("the out_proj ops run on sm_90a in this version")
+    need_sm90a("the out_proj ops")
 
 
 @pytest.mark.parametrize("index_dtype", (np.int32, np.int64))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from h3cupy.testing import assert_passed, need_sm90a
 from h3cupy.verify import (
     check_mlp_fp8,
     check_out_proj_fp8,
@@ -23,15 +24,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _need_sm90():
-    from h3cupy.core import arch
-
-    if arch.current_target() != "sm_90a":
-        pytest.skip("the programmatic launches are the sm_90a engine's")
-
-
-def _assert_passed(results):
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
+    need_sm90a("the programmatic engine launch")
 
 
 @pytest.mark.parametrize("pdl", (True, False), ids=("pdl", "no_pdl"))
@@ -56,7 +49,7 @@ def test_ops_pdl(op, pdl, rng, monkeypatch):
         results = check_out_proj_fp8(4824, rng, index_dtype=np.int64, graph=True)
     else:
         results = check_mlp_fp8(4824, rng, graph=True)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 @pytest.mark.parametrize("m", (129, 4824))

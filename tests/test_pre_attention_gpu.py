@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from h3cupy.testing import assert_passed, need_sm90a
 from h3cupy.verify import (  # at module level: a missing name fails collection on CPU too
     check_pre_attention_bf16,
     check_pre_attention_fp8,
@@ -23,17 +24,8 @@ pytestmark = pytest.mark.gpu
 MS = (1, 127, 128, 129, 257, 4097, 4824, 38592)
 
 
-def _assert_passed(results):
-    """Every check passed; the failing rows (op, shape, metric, value, bound) otherwise."""
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)
-
-
 def _need_sm90():
-    from h3cupy.core import arch
-
-    if arch.current_target() != "sm_90a":
-        pytest.skip("the pre-attention op runs on sm_90a in this version")
+    need_sm90a("the pre-attention op")
 
 
 @pytest.mark.parametrize("m", MS)
@@ -42,7 +34,7 @@ def test_bf16_pre_attention(m, rng):
 
     _need_sm90()
     results = check_pre_attention_bf16(m, (1, 2, 4, 8), rng)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 @pytest.mark.parametrize("m", (1, 129, 4097, 38592))
@@ -55,7 +47,7 @@ def test_bf16_pre_attention_mma_backend(m, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", "mma")
     results = check_pre_attention_bf16(m, (8, 1), rng)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 # NOTE: the tests above run the tail split (gemm.TAIL_SPLIT, on by default): at M = 4824 the
@@ -69,7 +61,7 @@ def test_bf16_pre_attention_no_tail_split(m, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
     results = check_pre_attention_bf16(m, (1, 8), rng)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 @pytest.mark.parametrize("index_dtype", (np.int32, np.int64))
@@ -80,7 +72,7 @@ def test_bf16_pre_attention_positions(m, index_dtype, rng):
 
     _need_sm90()
     results = check_pre_attention_bf16(m, (8,), rng, positions="random", index_dtype=index_dtype)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 def _torch_args(m, p, rng):
@@ -152,7 +144,7 @@ def test_fp8_pre_attention(m, out_mode, rng):
 
     _need_sm90()
     results = check_pre_attention_fp8(m, out_mode, rng)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
@@ -167,7 +159,7 @@ def test_fp8_pre_attention_tile_m128(m, out_mode, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "FP8_TILE", "m128")
     results = check_pre_attention_fp8(m, out_mode, rng)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 @pytest.mark.parametrize("cluster", (1, 2))
@@ -184,7 +176,7 @@ def test_fp8_pre_attention_tile_m192(m, out_mode, cluster, rng, monkeypatch):
     monkeypatch.setattr(pre_attention, "FP8_TILE", "m192")
     monkeypatch.setattr(gemm, "FP8_CLUSTER", cluster)
     results = check_pre_attention_fp8(m, out_mode, rng)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 @pytest.mark.parametrize("tile, m", (("m128", 129), ("m128", 4097), ("m192", 4097), ("m192", 4824)))
@@ -199,7 +191,7 @@ def test_fp8_pre_attention_no_tail_split(tile, m, rng, monkeypatch):
     monkeypatch.setattr(pre_attention, "FP8_TILE", tile)
     monkeypatch.setattr(gemm, "TAIL_SPLIT", False)
     results = check_pre_attention_fp8(m, "bf16", rng)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 def test_fp8_pre_attention_tile_setting(rng, monkeypatch):
@@ -222,7 +214,7 @@ def test_fp8_pre_attention_mma_backend(m, out_mode, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", "mma")
     results = check_pre_attention_fp8(m, out_mode, rng)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 @pytest.mark.parametrize("backend", ("wgmma", "mma"))
@@ -235,7 +227,7 @@ def test_fp8_pre_attention_graph(out_mode, backend, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", backend)
     results = check_pre_attention_fp8(257, out_mode, rng, graph=True)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 def test_fp8_pre_attention_errors(rng):
@@ -271,7 +263,7 @@ def test_nvfp4_pre_attention(m, out_mode, rng, monkeypatch):
         pytest.skip("the NVFP4 pre-attention op runs on sm_90a and sm_120a")
     monkeypatch.setattr(pre_attention, "BACKEND", "mma")
     results = check_pre_attention_nvfp4(m, out_mode, rng)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
@@ -284,7 +276,7 @@ def test_nvfp4_pre_attention_hopper_path(m, out_mode, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", "wgmma")
     results = check_pre_attention_nvfp4(m, out_mode, rng)
-    _assert_passed(results)
+    assert_passed(results)
 
 
 @pytest.mark.parametrize("swizzled", (False, True))
@@ -324,4 +316,4 @@ def test_nvfp4_pre_attention_graph(out_mode, backend, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", backend)
     results = check_pre_attention_nvfp4(257, out_mode, rng, graph=True)
-    _assert_passed(results)
+    assert_passed(results)
