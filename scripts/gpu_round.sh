@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s14-g|s14-f|s14-e|s14-d|s14-c|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -237,6 +237,8 @@ case "$MODE" in
       --m 4824 9648 --reps 20 --json "$OUT/bench_ops_fp8.json"
     smi_stop
     ;;
+  # (s14-b .. s14-e ran with PDL on by default and printed the PDL-off form as h3_no_pdl; the
+  # benchmarks now default to PDL off and print the PDL-on form as h3_pdl)
   s14-d)  # after s14-b stopped on a harness artifact (the MLP's M = 4824 graph check compared
           # workspace_flags words no form writes; fixed in verify.py): that test again, then
           # s14-b's BF16 pre-attention benchmark and the FP8 operators at M = 4824 / 9648, each
@@ -247,15 +249,6 @@ case "$MODE" in
     run 280 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention out_proj mlp \
       --m 4824 9648 --json "$OUT/bench_ops_fp8.json"
     smi_stop
-    ;;
-  s14-c)  # the FP8 operators at the four centres with the h3_no_pdl form beside the default
-          # (graph replays), then memcheck of the BF16 pre-attention's programmatic launch
-    smi_start
-    run 330 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention out_proj mlp \
-      --json "$OUT/bench_ops_fp8.json"
-    smi_stop
-    run 90 "$OUT/tests.log" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
-      python3 -m pytest -q -p no:cacheprovider tests/test_pdl_gpu.py -k "pdl_bits and 129"
     ;;
   s14-a)  # session 14's first call: the benchmark-only 192 x 192 bf16 tiles (three consumer
           # warpgroups; cuBLAS's own bf16 tile) tested, then timed with energy beside the n256
