@@ -104,23 +104,16 @@ def run_one(
     def h3():
         minimax_h3_bf16_pre_attention(*chain_args[:9], ulysses_degree=p, out=out, workspace=ws)
 
+    from ops_fp8 import with_setting  # benchmarks/ is the script's directory
+
     from h3cupy.core import launch
     from h3cupy.ops import gemm
 
-    def h3_with(name, value, module=gemm):
-        """h3 with the setting module.<name> = value, for an A/B in one run (the tail split
-        off: gemm.TAIL_SPLIT; the programmatic dependent launch on: launch.PDL)."""
-        old = getattr(module, name)
-        setattr(module, name, value)
-        try:
-            h3()
-        finally:
-            setattr(module, name, old)
-
     fns = {
         "h3": lambda i: h3(),
-        "h3_no_tail": lambda i: h3_with("TAIL_SPLIT", False),
-        "h3_pdl": lambda i: h3_with("PDL", True, launch),
+        # A/B forms in the same run: the tail split off, the programmatic dependent launch on
+        "h3_no_tail": with_setting(gemm, "TAIL_SPLIT", False, lambda i: h3()),
+        "h3_pdl": with_setting(launch, "PDL", True, lambda i: h3()),
         "eager": lambda i: torch_chain(*chain_args),
         "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
     }

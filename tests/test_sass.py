@@ -106,8 +106,8 @@ def test_gemm_wgmma_sass():
     # HGMMA per k-step; no local memory, no tail split (its atomic), B multicast in clusters,
     # and the mainloop not serialized (fewer warpgroup waits than HGMMAs)
     for cluster in gemm.WGMMA_M192_CLUSTERS:
-        kern = {1: "gemm_wgmma_m192_sm90", 2: "gemm_wgmma_m192_x2_sm90"}[cluster]
-        (name,) = [n for n in ops if f"{kern}ILi0ELi192E" in n]
+        kern = {1: "gemm_wgmma_sm90", 2: "gemm_wgmma_x2_sm90"}[cluster]
+        (name,) = [n for n in ops if f"{kern}ILi0ELi192ELi0ELb0ELi3E" in n]
         c = ops[name]
         mmas = sum(k for o, k in c.items() if o.startswith("HGMMA"))
         waits = sum(k for o, k in c.items() if o.startswith("WARPGROUP.DEPBAR"))
@@ -119,7 +119,7 @@ def test_gemm_wgmma_sass():
     for fmt, tile_n, promote, cluster, pingpong in gemm.WGMMA_VARIANTS:
         code, op = {"bf16": (0, "HGMMA"), "e4m3": (1, "QGMMA")}[fmt]
         kern = {1: "gemm_wgmma_sm90", 2: "gemm_wgmma_x2_sm90"}[cluster]
-        tag = f"{kern}ILi{code}ELi{tile_n}ELi{promote}ELb{int(pingpong)}E"
+        tag = f"{kern}ILi{code}ELi{tile_n}ELi{promote}ELb{int(pingpong)}ELi2E"
         (name,) = [n for n in ops if tag in n]
         c = ops[name]
         # 4 k-steps per stage, each one 64 x tile_n warpgroup MMA

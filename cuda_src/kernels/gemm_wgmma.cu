@@ -1,8 +1,9 @@
 // The plain GEMM on the sm_90a engine (h3/gemm_sm90.cuh):
 //   C = bf16((A * B^T) * row_scale[m] * col_scale[n]), fp32 accumulation, scales optional.
-// Instantiated as gemm_wgmma[_x2]_sm90<fmt, tile N, promote, ping-pong>: fmt 0 bf16, 1 e4m3;
-// _x2 runs clusters of two CTAs that multicast B; ping-pong gives each consumer warpgroup whole
-// tiles, alternately, so one warpgroup's epilogue overlaps the other's MMAs. The cooperative
+// Instantiated as gemm_wgmma[_x2]_sm90<fmt, tile N, promote, ping-pong, consumer warpgroups>:
+// fmt 0 bf16, 1 e4m3; _x2 runs clusters of two CTAs that multicast B; ping-pong gives each
+// consumer warpgroup whole tiles, alternately, so one warpgroup's epilogue overlaps the other's
+// MMAs. The cooperative
 // variants (kTailOk) split the last partial round's tiles over k (TailSplit; tail_splits = 1:
 // off; the others ignore the three tail arguments).
 #include "h3/gemm_sm90.cuh"
@@ -30,48 +31,31 @@ constexpr int kVecCols = H3_EPI_VEC(kFmt == 1 && kBN == 192 && !kPingPong ? kBN 
 
 // kCluster = 1: plain launch; kCluster = 2: clusters of two CTAs sharing (multicasting) B.
 // One kernel per cluster size (the cluster shape is a compile-time attribute of the kernel).
+// kWG consumer warpgroups, 64 rows each: 2, or 3 for the benchmark-only 192 x 192 bf16 tiles
+// (unpromoted; one m64n192 wgmma per warpgroup and k-step; cuBLAS's own bf16 tile at the H3
+// shapes: its torch.mm kernel runs 192 x 192, 64-deep k-tiles, 4 stages, clusters of two). Those
+// store through one 8 KiB staging box per warpgroup, which keeps their ring at four 48 KiB
+// stages, and have no tail split (with it ptxas spilled 12 words at the 512-thread launch's 128
+// registers).
 #define H3_GEMM_WGMMA_KERNEL(NAME, CLUSTER_ATTR, CLUSTER)                                      \
-  template <int kFmt, int kBN, int kPromote, bool kPingPong>                                   \
-  __global__ void CLUSTER_ATTR __launch_bounds__(384, 1)                                       \
+  template <int kFmt, int kBN, int kPromote, bool kPingPong, int kWG>                          \
+  __global__ void CLUSTER_ATTR __launch_bounds__(128 * (kWG + 1), 1)                           \
       NAME(const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,     \
            const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,                  \
            const float* __restrict__ row_scale, const float* __restrict__ col_scale,           \
            float* tail_part, u32* tail_count, int tail_splits) {                               \
-    using Epi = EpiScaleBf16<kVecCols<kFmt, kBN, kPingPong>>;                                  \
+    static_assert(kWG == 2 || (kFmt == 0 && kPromote == 0 && !kPingPong),                      \
+                  "three consumer warpgroups: unpromoted bf16, cooperative");                  \
+    using Epi = EpiScaleBf16<kVecCols<kFmt, kBN, kPingPong>, kWG == 3 ? 1 : kStagingBoxes>;    \
     const Epi epi{row_scale, col_scale, &desc_c, M, N};                                        \
-    gemm_sm90_body<kFmt, kBN, kPromote, CLUSTER, Epi, kPingPong, NoProducerHooks, 2,           \
-                   false, kTailOk<kBN, kPromote, kPingPong>>(desc_a, desc_b, M, N, k_bytes, epi, {}, 1,\
-                                      {tail_part, tail_count, tail_splits});                   \
+    gemm_sm90_body<kFmt, kBN, kPromote, CLUSTER, Epi, kPingPong, NoProducerHooks, kWG, false,  \
+                   kWG == 2 && kTailOk<kBN, kPromote, kPingPong>>(                             \
+        desc_a, desc_b, M, N, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});     \
   }
 
 H3_GEMM_WGMMA_KERNEL(gemm_wgmma_sm90, , 1)
 H3_GEMM_WGMMA_KERNEL(gemm_wgmma_x2_sm90, H3_CLUSTER_X2, 2)
 
 #undef H3_GEMM_WGMMA_KERNEL
-
-// Benchmark-only: 192 x 192 bf16 tiles on three consumer warpgroups (each 64 rows x 192 columns,
-// one m64n192 wgmma per k-step), cuBLAS's own bf16 tile at the H3 shapes (its torch.mm kernel:
-// 192 x 192, 64-deep k-tiles, 4 stages, clusters of two). One 8 KiB staging box per warpgroup
-// keeps the ring at four 48 KiB stages. No tail split (with it ptxas spilled 12 words in the
-// 128-register launch; the comparison that matters is at M = 38592, 170.5 rounds).
-// gemm_wgmma_m192[_x2]_sm90<fmt, tile N>: fmt 0, tile N 192.
-#define H3_GEMM_WGMMA_M192_KERNEL(NAME, CLUSTER_ATTR, CLUSTER)                                 \
-  template <int kFmt, int kBN>                                                                 \
-  __global__ void CLUSTER_ATTR __launch_bounds__(512, 1)                                       \
-      NAME(const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b,     \
-           const __grid_constant__ TmaDesc desc_c, int M, int N, int k_bytes,                  \
-           const float* __restrict__ row_scale, const float* __restrict__ col_scale,           \
-           float* tail_part, u32* tail_count, int tail_splits) {                               \
-    static_assert(kFmt == 0, "192 x 192 tiles: bf16 (unpromoted)");                            \
-    using Epi = EpiScaleBf16<0, 1>;                                                            \
-    const Epi epi{row_scale, col_scale, &desc_c, M, N};                                        \
-    gemm_sm90_body<kFmt, kBN, 0, CLUSTER, Epi, false, NoProducerHooks, 3, false, false>(       \
-        desc_a, desc_b, M, N, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});     \
-  }
-
-H3_GEMM_WGMMA_M192_KERNEL(gemm_wgmma_m192_sm90, , 1)
-H3_GEMM_WGMMA_M192_KERNEL(gemm_wgmma_m192_x2_sm90, H3_CLUSTER_X2, 2)
-
-#undef H3_GEMM_WGMMA_M192_KERNEL
 
 }  // namespace h3

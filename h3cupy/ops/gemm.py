@@ -221,9 +221,13 @@ def wgmma_has_tail(tile_n: int, promote: int, pingpong: bool) -> bool:
     return not pingpong and promote != 4 and (promote == 0 or tile_n <= 192)
 
 
-def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int, pingpong: bool) -> str:
+def _wgmma_name(
+    fmt: str, tile_n: int, promote: int, cluster: int, pingpong: bool, wg: int = 2
+) -> str:
+    """The gemm_wgmma kernel of a variant; ``wg`` consumer warpgroups (3: the 192 x 192 tiles)."""
     kern = {1: "gemm_wgmma_sm90", 2: "gemm_wgmma_x2_sm90"}[cluster]
-    return f"h3::{kern}<{WGMMA_FORMATS[fmt][0]}, {tile_n}, {promote}, {str(pingpong).lower()}>"
+    code = WGMMA_FORMATS[fmt][0]
+    return f"h3::{kern}<{code}, {tile_n}, {promote}, {str(pingpong).lower()}, {wg}>"
 
 
 #: Benchmark-only: 192 x 192 bf16 tiles on three consumer warpgroups (each 64 x 192, one m64n192
@@ -232,16 +236,10 @@ def _wgmma_name(fmt: str, tile_n: int, promote: int, cluster: int, pingpong: boo
 #: warpgroup keeps the ring at four 48 KiB stages. Built without the tail split (it spilled).
 WGMMA_M192_CLUSTERS = (1, 2)
 
-
-def _wgmma_m192_name(cluster: int) -> str:
-    kern = {1: "gemm_wgmma_m192_sm90", 2: "gemm_wgmma_m192_x2_sm90"}[cluster]
-    return f"h3::{kern}<0, 192>"
-
-
 GEMM_WGMMA = jit.ModuleSpec(
     "kernels/gemm_wgmma.cu",
     tuple(_wgmma_name(*v) for v in WGMMA_VARIANTS)
-    + tuple(_wgmma_m192_name(c) for c in WGMMA_M192_CLUSTERS),
+    + tuple(_wgmma_name("bf16", 192, 0, c, False, wg=3) for c in WGMMA_M192_CLUSTERS),
 )
 
 
@@ -563,36 +561,41 @@ def gemm_wgmma(
         raise RuntimeError(f"gemm_wgmma needs sm_90a (H100 / H200), this GPU is {target}")
     if tile_m not in (None, 128, 192):
         raise ValueError(f"tile_m: expected None, 128 or 192, got {tile_m!r}")
-    if tile_m == 192:
-        return _launch_m192(at, bt, rs, cs, ot, m, n, k, fmt, tile_n, promote, cluster, pingpong)
-    variant_given = any(v is not None for v in (tile_n, promote, cluster, pingpong))
+    wg = 3 if tile_m == 192 else 2  # consumer warpgroups, 64 tile rows each
+    variant_given = any(v is not None for v in (tile_n, promote, cluster, pingpong, tile_m))
     scaled = rs is not None or cs is not None  # the swap-AB kernels apply no scales
     if SMALL_M_SWAP_AB and fmt == "bf16" and m <= 136 and not variant_given and not scaled:
         return _launch_small_m(at, bt, ot, m, n, k, None, workspace)
-    tile_n, promote, cluster, pingpong = wgmma_config(
-        fmt, m, tile_n, promote, cluster, pingpong, n=n
-    )
+    if wg == 3:
+        tile_n, promote, cluster, pingpong = _m192_config(fmt, tile_n, promote, cluster, pingpong)
+    else:
+        tile_n, promote, cluster, pingpong = wgmma_config(
+            fmt, m, tile_n, promote, cluster, pingpong, n=n
+        )
     tdt = "bfloat16" if fmt == "bf16" else "uint8"
-    desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
+    desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 64 * wg)
     desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, tile_n // cluster)
     # epilogue TMA-store boxes: 64 x 64 (128B swizzle), or 32 x 64 (64B) for n224 tiles
     if (tile_n // 2 // 4) % 8 == 0:
         desc_c = _tensor_map(ot.ptr, "bfloat16", n, m, n * 2, 64)
     else:
         desc_c = _c_map_w32(ot.ptr, n, m)
-    name = _wgmma_name(fmt, tile_n, promote, cluster, pingpong)
+    name = _wgmma_name(fmt, tile_n, promote, cluster, pingpong, wg)
     kernel = jit.get_kernel(GEMM_WGMMA, name, target)
     vc = wgmma_vec_cols(fmt, tile_n, pingpong)
-    smem = wgmma_smem_bytes(tile_n, full_staging=vc > 0, vec=scale_vec_bytes(vc))
+    # (the 192 x 192 tiles store through one staging box per warpgroup: gemm_wgmma.cu)
+    smem = wgmma_smem_bytes(
+        tile_n, full_staging=vc > 0, wg=wg, vec=scale_vec_bytes(vc), boxes=1 if wg == 3 else 2
+    )
     # the last partial round split over k (in the variants built with it)
-    has_tail = wgmma_has_tail(tile_n, promote, pingpong)
+    has_tail = wg == 2 and wgmma_has_tail(tile_n, promote, pingpong)
     k_tiles = k * esize // 128
-    plan = tail_plan(kernel, m, n, tile_n, cluster, smem, at.device, k_tiles, split=has_tail)
+    plan = tail_plan(kernel, m, n, tile_n, cluster, smem, at.device, k_tiles, split=has_tail, wg=wg)
     buf = plan_workspace(plan, None, at.device, [at], "")
     launch(
         kernel,
         plan.grid,
-        384,
+        128 * (wg + 1),
         (desc_a, desc_b, desc_c, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs))
         + tail_args(plan, buf),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
@@ -602,8 +605,9 @@ def gemm_wgmma(
     return interop.export(ot)
 
 
-def _launch_m192(at, bt, rs, cs, ot, m, n, k, fmt, tile_n, promote, cluster, pingpong):
-    """gemm_wgmma's benchmark-only 192 x 192 bf16 tiles (three consumer warpgroups)."""
+def _m192_config(fmt, tile_n, promote, cluster, pingpong) -> tuple[int, int, int, bool]:
+    """The variant of gemm_wgmma's benchmark-only 192 x 192 bf16 tiles (``tile_m=192``) as
+    (tile N, promotion, cluster, ping-pong); a ValueError for anything else."""
     cluster = 2 if cluster is None else cluster
     if (
         fmt != "bf16"
@@ -617,24 +621,7 @@ def _launch_m192(at, bt, rs, cs, ot, m, n, k, fmt, tile_n, promote, cluster, pin
             f"cluster in {WGMMA_M192_CLUSTERS}; got fmt={fmt!r}, tile_n={tile_n!r}, "
             f"promote={promote!r}, pingpong={pingpong!r}, cluster={cluster!r}"
         )
-    target = arch.device_target(at.device)
-    desc_a = _tensor_map(at.ptr, "bfloat16", k, m, k * 2, 192)
-    desc_b = _tensor_map(bt.ptr, "bfloat16", k, n, k * 2, 192 // cluster)
-    desc_c = _tensor_map(ot.ptr, "bfloat16", n, m, n * 2, 64)
-    kernel = jit.get_kernel(GEMM_WGMMA, _wgmma_m192_name(cluster), target)
-    smem = wgmma_smem_bytes(192, wg=3, boxes=1)
-    plan = tail_plan(kernel, m, n, 192, cluster, smem, at.device, k * 2 // 128, split=False, wg=3)
-    buf = plan_workspace(plan, None, at.device, [at], "")
-    launch(
-        kernel,
-        plan.grid,
-        512,
-        (desc_a, desc_b, desc_c, i32(m), i32(n), i32(k * 2), ptr(rs), ptr(cs))
-        + tail_args(plan, buf),
-        tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
-        smem=smem,
-    )
-    return interop.export(ot)
+    return 192, 0, cluster, False
 
 
 #: The swap-AB small-M kernels (bf16): activation tile N 16 (M <= 16) or 136 (M <= 136), with
