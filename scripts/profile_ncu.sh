@@ -16,6 +16,8 @@
 #   OUT=out bash scripts/profile_ncu.sh order-new      the same for the default order, five shapes
 #   OUT=out bash scripts/profile_ncu.sh mma-tma        the mma.sync back end's full sections at
 #       M = 38592 (bf16 QKV) beside the wgmma engine's
+#   OUT=out bash scripts/profile_ncu.sh mma-src        the mma.sync back end's stall samples per
+#       SASS instruction (SourceCounters) at M = 9648, bf16 QKV, as CSV
 set -u -o pipefail
 OUT=${OUT:-out}
 MODE=${1:-pre-attention}
@@ -121,8 +123,16 @@ case "$MODE" in
       python3 scripts/ncu_traffic.py "bf16 qkv 38592 n=1 backend=mma_tma" "bf16 qkv 38592 n=1" \
       2>&1 | tee "$OUT/ncu_mma_tma.txt"
     ;;
+  mma-src)  # where the mma.sync back end's warps stall, per SASS instruction (sampled): the
+            # k-tile top (full-barrier wait, first ldmatrix) against the steady HMMA stream
+    timeout 200 "${NCU[@]}" --profile-from-start off --section SourceCounters \
+      --section WarpStateStats -f -o "$OUT/ncu_mma_src" \
+      python3 scripts/ncu_traffic.py "bf16 qkv 9648 n=1 backend=mma_tma" 2>&1 | tee "$OUT/ncu_mma_src.txt"
+    timeout 120 ncu --import "$OUT/ncu_mma_src.ncu-rep" --page source --csv --print-source sass \
+      > "$OUT/ncu_mma_src_sass.csv" 2>&1
+    ;;
   *)
-    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new, mma-tma)" >&2
+    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new, mma-tma, mma-src)" >&2
     exit 2
     ;;
 esac
