@@ -28,6 +28,17 @@
 
 namespace h3 {
 
+// H3_MT_PIPE (default 1): the fragment pipeline across k-steps and k-tiles (below); 0 the form
+// before session 15 (each k-step loads and then multiplies; the k-tile top waits). A/B define.
+#ifndef H3_MT_PIPE
+#define H3_MT_PIPE 1
+#endif
+// H3_MT_PRODUCE_KS: the k-step (0-3) of each k-tile at which thread 0 issues its loads (pipelined
+// form). A/B define.
+#ifndef H3_MT_PRODUCE_KS
+#define H3_MT_PRODUCE_KS 0
+#endif
+
 constexpr int kMtBM = 128, kMtBN = 256, kMtBK = 128;  // BK in bytes
 constexpr int kMtStages = 4;
 constexpr int kMtABytes = kMtBM * kMtBK, kMtStageBytes = (kMtBM + kMtBN) * kMtBK;  // 48 KiB
@@ -36,6 +47,72 @@ constexpr int kMtScratchBytes = 32 * 1024;  // epilogue scratch (cross-warp exch
 constexpr int kMtSmemBytes = kMtStages * kMtStageBytes + kMtScratchBytes + 2 * kMtStages * 8 + 1024;
 
 H3_DEVICE u32 swz128(u32 base, int r, int c) { return base + r * 128 + (((c ^ r) & 7) << 4); }
+
+// One 32-byte k-step's operand fragments of a warp's 64 x 64 block: A in four m16 row blocks,
+// B in four pairs of n8 column blocks (b[np][2h .. 2h + 1] is n8 block 2 np + h).
+struct MtFrag {
+  u32 a[4][4];
+  u32 b[4][4];
+};
+
+H3_DEVICE void mt_load_frag(MtFrag& f, u32 sa, u32 sb, int wm, int wn, int lane, int ks) {
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi) {
+    const int r = wm + mi * 16 + (lane & 15);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(f.a[mi][0]), "=r"(f.a[mi][1]), "=r"(f.a[mi][2]), "=r"(f.a[mi][3])
+                 : "r"(swz128(sa, r, 2 * ks + (lane >> 4)))
+                 : "memory");
+  }
+#pragma unroll
+  for (int np = 0; np < 4; ++np) {
+    const int r = wn + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(f.b[np][0]), "=r"(f.b[np][1]), "=r"(f.b[np][2]), "=r"(f.b[np][3])
+                 : "r"(swz128(sb, r, 2 * ks + ((lane >> 3) & 1)))
+                 : "memory");
+  }
+}
+
+// The 32 MMAs of one k-step on fragment f.
+template <int kFmt>
+H3_DEVICE void mt_mma_frag(float (&acc)[4][8][4], const MtFrag& f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+  if constexpr (kFmt == 1) {
+    // NOTE: sm_90 has no FP8 mma.sync: convert each e4m3 fragment to f16 once (ptxas would
+    // unpack per MMA, and spill at this tile size) and run two f16 k16 MMAs per k32.
+    u32 a16[4][2][4];
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi) e4m3_frag_a_to_f16(f.a[mi], a16[mi][0], a16[mi][1]);
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni) {
+      const u32 b[2] = {f.b[ni / 2][2 * (ni % 2)], f.b[ni / 2][2 * (ni % 2) + 1]};
+      u32 b16[2][2];
+      e4m3_frag_b_to_f16(b, b16[0], b16[1]);
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi) {
+        mma_f16_16816(acc[mi][ni], a16[mi][0], b16[0]);
+        mma_f16_16816(acc[mi][ni], a16[mi][1], b16[1]);
+      }
+    }
+    return;
+  }
+#endif
+#pragma unroll
+  for (int ni = 0; ni < 8; ++ni) {
+    const u32 b[2] = {f.b[ni / 2][2 * (ni % 2)], f.b[ni / 2][2 * (ni % 2) + 1]};
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi) {
+      if constexpr (kFmt == 0) {
+        mma_bf16_16816(acc[mi][ni], f.a[mi], b);
+      } else if constexpr (kFmt == 1) {
+        mma_e4m3_16832(acc[mi][ni], f.a[mi], b);
+      } else {
+        mma_mxf8f6f4_e4m3_16832(acc[mi][ni], f.a[mi], b, kUnitUe8m0x4, kUnitUe8m0x4);
+      }
+    }
+  }
+}
 
 // The skeleton; `epi(acc, row0, col0, wm, wn, scratch)` runs once per tile in every warp, with
 // acc[mi][ni][r] the warp's 64 x 64 block at rows row0 + wm + 16 mi + mma_c_row(lane, r), columns
@@ -95,6 +172,38 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+#if H3_MT_PIPE
+    // Fragments double-buffered: k-step ks + 1's ldmatrix are issued before k-step ks's MMAs, and
+    // the last k-step of a k-tile loads the first of the next k-tile (after its full barrier), so
+    // the MMA stream does not stop at a k-tile's top for the barrier and the ldmatrix latency.
+    int s = it % kMtStages;
+    mbar_wait(&full[s], (it / kMtStages) & 1);
+    u32 sa = smem_addr(smem + s * kMtStageBytes);
+    MtFrag f[2];
+    mt_load_frag(f[0], sa, sa + kMtABytes, wm, wn, lane, 0);
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      u32 sa_next = sa;
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        if (ks == H3_MT_PRODUCE_KS && threadIdx.x == 0 && it + kMtStages - 1 < total)
+          produce(it + kMtStages - 1);
+        if (ks < 3) {
+          mt_load_frag(f[(ks + 1) & 1], sa, sa + kMtABytes, wm, wn, lane, ks + 1);
+        } else if (kt + 1 < k_tiles) {
+          const int s2 = (it + 1) % kMtStages;
+          mbar_wait(&full[s2], ((it + 1) / kMtStages) & 1);
+          sa_next = smem_addr(smem + s2 * kMtStageBytes);
+          mt_load_frag(f[0], sa_next, sa_next + kMtABytes, wm, wn, lane, 0);
+        }
+        mt_mma_frag<kFmt>(acc, f[ks & 1]);
+      }
+      // NOTE: every ldmatrix of stage s has been consumed by an issued MMA: it may be refilled.
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
+      s = (s + 1) % kMtStages;
+      sa = sa_next;
+    }
+#else
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
       if (threadIdx.x == 0 && it + kMtStages - 1 < total) produce(it + kMtStages - 1);
       const int s = it % kMtStages;
@@ -163,6 +272,7 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
     }
+#endif
 
     epi(acc, mt_ * kMtBM, nt_ * kMtBN, wm, wn, scratch);
   }
