@@ -17,6 +17,11 @@
 // * Each warp releases a stage (one arrival, lane 0) once the MMAs that consumed its ldmatrix
 //   results have been issued: 8 arrivals free a stage.
 // * Persistent: CTA b takes tiles b, b + gridDim.x, ... in the engine's grouped order.
+// * kCluster = 2 (sm_90a): the two CTAs of a cluster compute vertically adjacent tiles (the same
+//   N-tile) and share B: each loads 128 of its 256 rows and multicasts them to both, so a CTA
+//   reads 32 instead of 48 KiB from L2 per k-tile; a stage is refilled once the 8 warps of both
+//   CTAs have released it (their arrivals go to both CTAs' empty barriers). The B tensor map's
+//   box is then 128 rows. Cluster c takes tile pairs c, c + clusters, ...
 // kFmt: 0 bf16 (m16n8k16), 1 e4m3 (m16n8k32; on sm_90 ptxas runs it as f16 MMAs, see
 // benchmarks/NOTES.md), 2 e4m3 through sm_120a's block-scaled kind::mxf8f6f4 with unit scales.
 // kFmt 0 / 1 verified on the H200 (2026-12-01); kFmt 2 is compile- and SASS-checked only.
@@ -28,17 +33,6 @@
 
 namespace h3 {
 
-// H3_MT_PIPE (default 1): the fragment pipeline across k-steps and k-tiles (below); 0 the form
-// before session 15 (each k-step loads and then multiplies; the k-tile top waits). A/B define.
-#ifndef H3_MT_PIPE
-#define H3_MT_PIPE 1
-#endif
-// H3_MT_PRODUCE_KS: the k-step (0-3) of each k-tile at which thread 0 issues its loads (pipelined
-// form). A/B define.
-#ifndef H3_MT_PRODUCE_KS
-#define H3_MT_PRODUCE_KS 0
-#endif
-
 constexpr int kMtBM = 128, kMtBN = 256, kMtBK = 128;  // BK in bytes
 constexpr int kMtStages = 4;
 constexpr int kMtABytes = kMtBM * kMtBK, kMtStageBytes = (kMtBM + kMtBN) * kMtBK;  // 48 KiB
@@ -48,79 +42,14 @@ constexpr int kMtSmemBytes = kMtStages * kMtStageBytes + kMtScratchBytes + 2 * k
 
 H3_DEVICE u32 swz128(u32 base, int r, int c) { return base + r * 128 + (((c ^ r) & 7) << 4); }
 
-// One 32-byte k-step's operand fragments of a warp's 64 x 64 block: A in four m16 row blocks,
-// B in four pairs of n8 column blocks (b[np][2h .. 2h + 1] is n8 block 2 np + h).
-struct MtFrag {
-  u32 a[4][4];
-  u32 b[4][4];
-};
-
-H3_DEVICE void mt_load_frag(MtFrag& f, u32 sa, u32 sb, int wm, int wn, int lane, int ks) {
-#pragma unroll
-  for (int mi = 0; mi < 4; ++mi) {
-    const int r = wm + mi * 16 + (lane & 15);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(f.a[mi][0]), "=r"(f.a[mi][1]), "=r"(f.a[mi][2]), "=r"(f.a[mi][3])
-                 : "r"(swz128(sa, r, 2 * ks + (lane >> 4)))
-                 : "memory");
-  }
-#pragma unroll
-  for (int np = 0; np < 4; ++np) {
-    const int r = wn + np * 16 + (lane & 7) + ((lane >> 4) << 3);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(f.b[np][0]), "=r"(f.b[np][1]), "=r"(f.b[np][2]), "=r"(f.b[np][3])
-                 : "r"(swz128(sb, r, 2 * ks + ((lane >> 3) & 1)))
-                 : "memory");
-  }
-}
-
-// The 32 MMAs of one k-step on fragment f.
-template <int kFmt>
-H3_DEVICE void mt_mma_frag(float (&acc)[4][8][4], const MtFrag& f) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-  if constexpr (kFmt == 1) {
-    // NOTE: sm_90 has no FP8 mma.sync: convert each e4m3 fragment to f16 once (ptxas would
-    // unpack per MMA, and spill at this tile size) and run two f16 k16 MMAs per k32.
-    u32 a16[4][2][4];
-#pragma unroll
-    for (int mi = 0; mi < 4; ++mi) e4m3_frag_a_to_f16(f.a[mi], a16[mi][0], a16[mi][1]);
-#pragma unroll
-    for (int ni = 0; ni < 8; ++ni) {
-      const u32 b[2] = {f.b[ni / 2][2 * (ni % 2)], f.b[ni / 2][2 * (ni % 2) + 1]};
-      u32 b16[2][2];
-      e4m3_frag_b_to_f16(b, b16[0], b16[1]);
-#pragma unroll
-      for (int mi = 0; mi < 4; ++mi) {
-        mma_f16_16816(acc[mi][ni], a16[mi][0], b16[0]);
-        mma_f16_16816(acc[mi][ni], a16[mi][1], b16[1]);
-      }
-    }
-    return;
-  }
-#endif
-#pragma unroll
-  for (int ni = 0; ni < 8; ++ni) {
-    const u32 b[2] = {f.b[ni / 2][2 * (ni % 2)], f.b[ni / 2][2 * (ni % 2) + 1]};
-#pragma unroll
-    for (int mi = 0; mi < 4; ++mi) {
-      if constexpr (kFmt == 0) {
-        mma_bf16_16816(acc[mi][ni], f.a[mi], b);
-      } else if constexpr (kFmt == 1) {
-        mma_e4m3_16832(acc[mi][ni], f.a[mi], b);
-      } else {
-        mma_mxf8f6f4_e4m3_16832(acc[mi][ni], f.a[mi], b, kUnitUe8m0x4, kUnitUe8m0x4);
-      }
-    }
-  }
-}
-
 // The skeleton; `epi(acc, row0, col0, wm, wn, scratch)` runs once per tile in every warp, with
 // acc[mi][ni][r] the warp's 64 x 64 block at rows row0 + wm + 16 mi + mma_c_row(lane, r), columns
 // col0 + wn + 8 ni + mma_c_col(lane, r), and `scratch` the kMtScratchBytes of shared memory
 // behind the ring (all 256 threads reach the epilogue together, so it may __syncthreads()).
-template <int kFmt, class Epi>
+template <int kFmt, class Epi, int kCluster = 1>
 H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
                                  int k_bytes, const Epi& epi) {
+  static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ u8 smem_raw[];
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
@@ -129,32 +58,44 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
   u64* empty = full + kMtStages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k_tiles = k_bytes / kMtBK;
-  const TileOrder order{(M + kMtBM - 1) / kMtBM, (N + kMtBN - 1) / kMtBN, 16};
+  const u32 rank = kCluster > 1 ? cluster_rank() : 0;
+  const int cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
+  // (clusters: the order runs over tile pairs; the CTA of rank r takes M-tile 2 mp + r)
+  const TileOrder order{(M + kCluster * kMtBM - 1) / (kCluster * kMtBM), (N + kMtBN - 1) / kMtBN,
+                        16};
   constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kMtStages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 8);
+      mbar_init(&empty[s], 8 * kCluster);
     }
     fence_barrier_init();
+    if constexpr (kCluster > 1) fence_barrier_init_cluster();
   }
   __syncthreads();
+  if constexpr (kCluster > 1) cluster_sync();
 
   // Loads of k-iteration `j` of this CTA (tile j / k_tiles of its sequence), by thread 0.
   auto produce = [&](int j) {
     const int s = j % kMtStages;
     if (j >= kMtStages) mbar_wait(&empty[s], ((j / kMtStages) & 1) ^ 1);
     int mt, nt;
-    order.tile(blockIdx.x + (j / k_tiles) * gridDim.x, mt, nt);
+    order.tile(cluster_id + (j / k_tiles) * clusters, mt, nt);
     const int kt = j % k_tiles;
     u8* st = smem + s * kMtStageBytes;
     mbar_arrive_expect_tx(&full[s], kMtStageBytes);
-    tma_load_2d(st, &desc_a, kt * kElemsPerRow, mt * kMtBM, &full[s]);
-    tma_load_2d(st + kMtABytes, &desc_b, kt * kElemsPerRow, nt * kMtBN, &full[s]);
+    tma_load_2d(st, &desc_a, kt * kElemsPerRow, (mt * kCluster + rank) * kMtBM, &full[s]);
+    if constexpr (kCluster == 2) {
+      constexpr int kSlice = kMtBN / 2;
+      tma_load_2d_multicast(st + kMtABytes + rank * kSlice * kMtBK, &desc_b, kt * kElemsPerRow,
+                            nt * kMtBN + rank * kSlice, &full[s], 3u);
+    } else {
+      tma_load_2d(st + kMtABytes, &desc_b, kt * kElemsPerRow, nt * kMtBN, &full[s]);
+    }
   };
-  const int my_tiles = blockIdx.x < order.count()
-                           ? (order.count() - blockIdx.x + gridDim.x - 1) / gridDim.x
+  const int my_tiles = cluster_id < order.count()
+                           ? (order.count() - cluster_id + clusters - 1) / clusters
                            : 0;
   const int total = my_tiles * k_tiles;  // k-iterations of this CTA
   if (threadIdx.x == 0)
@@ -163,47 +104,16 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
   const int wm = (warp / 4) * 64, wn = (warp % 4) * 64;
   float acc[4][8][4];
   int it = 0;
-  for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
+  for (int t = cluster_id; t < order.count(); t += clusters) {
     int mt_, nt_;
     order.tile(t, mt_, nt_);
+    mt_ = mt_ * kCluster + rank;
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
-#if H3_MT_PIPE
-    // Fragments double-buffered: k-step ks + 1's ldmatrix are issued before k-step ks's MMAs, and
-    // the last k-step of a k-tile loads the first of the next k-tile (after its full barrier), so
-    // the MMA stream does not stop at a k-tile's top for the barrier and the ldmatrix latency.
-    int s = it % kMtStages;
-    mbar_wait(&full[s], (it / kMtStages) & 1);
-    u32 sa = smem_addr(smem + s * kMtStageBytes);
-    MtFrag f[2];
-    mt_load_frag(f[0], sa, sa + kMtABytes, wm, wn, lane, 0);
-    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      u32 sa_next = sa;
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        if (ks == H3_MT_PRODUCE_KS && threadIdx.x == 0 && it + kMtStages - 1 < total)
-          produce(it + kMtStages - 1);
-        if (ks < 3) {
-          mt_load_frag(f[(ks + 1) & 1], sa, sa + kMtABytes, wm, wn, lane, ks + 1);
-        } else if (kt + 1 < k_tiles) {
-          const int s2 = (it + 1) % kMtStages;
-          mbar_wait(&full[s2], ((it + 1) / kMtStages) & 1);
-          sa_next = smem_addr(smem + s2 * kMtStageBytes);
-          mt_load_frag(f[0], sa_next, sa_next + kMtABytes, wm, wn, lane, 0);
-        }
-        mt_mma_frag<kFmt>(acc, f[ks & 1]);
-      }
-      // NOTE: every ldmatrix of stage s has been consumed by an issued MMA: it may be refilled.
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
-      s = (s + 1) % kMtStages;
-      sa = sa_next;
-    }
-#else
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
       if (threadIdx.x == 0 && it + kMtStages - 1 < total) produce(it + kMtStages - 1);
       const int s = it % kMtStages;
@@ -270,12 +180,20 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
       }
       // NOTE: every ldmatrix result has been consumed by an issued MMA: the stage may be refilled.
       __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
+      if (lane == 0) {
+        if constexpr (kCluster > 1) {
+#pragma unroll
+          for (int r = 0; r < kCluster; ++r) mbar_arrive_cluster(&empty[s], r);
+        } else {
+          mbar_arrive(&empty[s]);
+        }
+      }
     }
-#endif
 
     epi(acc, mt_ * kMtBM, nt_ * kMtBN, wm, wn, scratch);
   }
+  // (no CTA may exit while its peer can still multicast into it or arrive on its barriers)
+  if constexpr (kCluster > 1) cluster_sync();
 #else
   __trap();
 #endif
