@@ -8,8 +8,6 @@ over K <= 14336 adds far less). Outputs poisoned before the launch; M tails incl
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 
@@ -34,17 +32,14 @@ def _backend(name):
         pytest.skip("the wgmma back end needs sm_90a")
     if name == "mma_tma" and arch.current_target() not in ("sm_90a", "sm_120a"):
         pytest.skip("the TMA-fed mma.sync back end needs sm_90a or sm_120a")
-    if name == "mma_tma_x2" and arch.current_target() != "sm_90a":
-        pytest.skip("the clustered mma.sync back end needs sm_90a")
     return {
         "mma_sync": gemm.gemm_mma_sync,
         "wgmma": gemm.gemm_wgmma,
         "mma_tma": gemm.gemm_mma_tma,
-        "mma_tma_x2": functools.partial(gemm.gemm_mma_tma, cluster=2),
     }[name]
 
 
-BACKENDS = ["mma_sync", "wgmma", "mma_tma", "mma_tma_x2"]
+BACKENDS = ["mma_sync", "wgmma", "mma_tma"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -360,44 +355,6 @@ def test_gemm_deterministic(backend, rng):
     r1 = gemm_mma_sync(a, b).view(cupy.uint16)
     r2 = gemm_mma_sync(a, b).view(cupy.uint16)
     assert bool((r1 == r2).all())
-
-
-@pytest.mark.parametrize("fmt", ["bf16", "e4m3"])
-def test_gemm_mma_tma_x2_many_tiles(fmt, rng):
-    """The clustered mma.sync GEMM (B multicast in tile pairs) over several pairs per cluster, an
-    odd M-tile count (the last pair's second tile lies wholly past M) and an N tail: the same bits
-    as the single-CTA kernel (both accumulate each tile in the same order) and within the bound
-    against float64."""
-    import cupy
-
-    from h3cupy.ops import gemm
-    from h3cupy.testing import download, poison
-
-    _backend("mma_tma_x2")
-    # 35 M-tiles, an odd count: pair 17 is tile 34 (rows 4352 .. 4371 real) and tile 35 (rows
-    # 4480 on, wholly past M); 12 N-tiles, the last 136 wide; 216 pairs over ~66 clusters
-    m, n, k = 4372, 2952, 2048
-    a = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
-    w = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))
-    kw = {}
-    if fmt == "e4m3":
-        a, rs = formats.fp8_quantize_per_token(a)
-        w, cs = formats.fp8_quantize_per_channel(w)
-        ref = (
-            formats.e4m3_decode(a).astype(np.float64) @ formats.e4m3_decode(w).astype(np.float64).T
-        )
-        ref = ref * rs[:, None] * cs[None, :]
-        kw = {"row_scale": cupy.asarray(rs), "col_scale": cupy.asarray(cs)}
-    else:
-        ref = a.astype(np.float64) @ w.astype(np.float64).T
-    outs = []
-    for cluster in (1, 2):
-        out = cupy.empty((m, n), formats.BF16)
-        poison(out)
-        gemm.gemm_mma_tma(cupy.asarray(a), cupy.asarray(w), fmt=fmt, out=out, cluster=cluster, **kw)
-        outs.append(out.view(cupy.uint16))
-    assert bool((outs[0] == outs[1]).all()), "cluster=2 differs from cluster=1"
-    _check(download(outs[1].view(formats.BF16)).astype(np.float32), ref)
 
 
 def _nvfp4_operands(rng, m, n, k):

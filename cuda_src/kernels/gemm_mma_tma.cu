@@ -1,7 +1,6 @@
 // The plain GEMM on the TMA-fed mma.sync back end (h3/gemm_mma_tma.cuh), sm_90a and sm_120a:
 //   C = bf16((A * B^T) * row_scale[m] * col_scale[n]), fp32 accumulation, scales optional.
 // kFmt: 0 bf16, 1 e4m3, 2 e4m3 through sm_120a's kind::mxf8f6f4 with unit scales.
-// gemm_mma_tma_x2_smxx: the same in clusters of two sharing B (sm_90a; h3/gemm_mma_tma.cuh).
 #include "h3/gemm_mma_tma.cuh"
 
 namespace h3 {
@@ -13,22 +12,6 @@ __global__ void __launch_bounds__(kMtThreads, 1) gemm_mma_tma_smxx(
     bf16_t* __restrict__ C) {
   const EpiMmaScaleBf16 epi{row_scale, col_scale, C, M, N};
   gemm_mma_tma_body<kFmt>(desc_a, desc_b, M, N, k_bytes, epi);
-}
-
-// NOTE: clusters exist from sm_90 on; elsewhere the x2 kernel compiles without the attribute.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define H3_MT_CLUSTER_X2 __cluster_dims__(2, 1, 1)
-#else
-#define H3_MT_CLUSTER_X2
-#endif
-
-template <int kFmt>
-__global__ void H3_MT_CLUSTER_X2 __launch_bounds__(kMtThreads, 1) gemm_mma_tma_x2_smxx(
-    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b, int M, int N,
-    int k_bytes, const float* __restrict__ row_scale, const float* __restrict__ col_scale,
-    bf16_t* __restrict__ C) {
-  const EpiMmaScaleBf16 epi{row_scale, col_scale, C, M, N};
-  gemm_mma_tma_body<kFmt, EpiMmaScaleBf16, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 }  // namespace h3

@@ -736,20 +736,16 @@ def _launch_small_m(at, bt, ot, m, n, k, splits, workspace):
 
 GEMM_MMA_TMA = jit.ModuleSpec(
     "kernels/gemm_mma_tma.cu",
-    tuple(f"h3::gemm_mma_tma_smxx<{code}>" for code, _, _, _ in GEMM_FORMATS.values())
-    + tuple(f"h3::gemm_mma_tma_x2_smxx<{GEMM_FORMATS[f][0]}>" for f in ("bf16", "e4m3")),
+    tuple(f"h3::gemm_mma_tma_smxx<{code}>" for code, _, _, _ in GEMM_FORMATS.values()),
 )
 _MT_SMEM = 4 * (128 + 256) * 128 + 32 * 1024 + 2 * 4 * 8 + 1024
 
 
-def gemm_mma_tma(
-    a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None, cluster: int = 1
-):
+def gemm_mma_tma(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None):
     """The same contract as :func:`gemm_mma_sync` on the engine's TMA skeleton with mma.sync
     consumers (sm_90a and sm_120a; ``cuda_src/kernels/gemm_mma_tma.cu``): persistent, TMA
     loads (issued by thread 0, three k-tiles ahead) into a 4-stage mbarrier ring, eight warps of
-    64 x 64 on a 128 x 256 tile. ``cluster=2`` (sm_90a, bf16 and e4m3): clusters of two CTAs
-    on vertically adjacent tiles multicast B to each other (a third fewer operand bytes from L2).
+    64 x 64 on a 128 x 256 tile.
 
     K * element size must be a multiple of 128 bytes; N a multiple of 8. H200-verified
     (2026-12-01; sm_90a runs FP8 as f16 MMAs); the sm_120a form is compile- and SASS-checked.
@@ -767,27 +763,14 @@ def gemm_mma_tma(
         raise RuntimeError(
             f"gemm_mma_tma fmt={fmt!r} needs sm_90a or sm_120a, this GPU is {target}"
         )
-    if cluster not in (1, 2):
-        raise ValueError(f"cluster: expected 1 or 2, got {cluster!r}")
-    if cluster == 2 and (fmt not in ("bf16", "e4m3") or not target.startswith("sm_90")):
-        raise ValueError(
-            f"cluster=2: the clustered mma.sync GEMM exists for bf16 / e4m3 on sm_90a; got "
-            f"fmt={fmt!r} on {target} (pass cluster=1)"
-        )
     tdt = "bfloat16" if opfmt == "bf16" else "uint8"
     desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
-    desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, 256 // cluster)
-    name = f"h3::gemm_mma_tma{'_x2' if cluster == 2 else ''}_smxx<{code}>"
-    kernel = jit.get_kernel(GEMM_MMA_TMA, name, target)
-    sms = arch.sm_count(at.device)
-    units = -(-m // (128 * cluster)) * -(-n // 256)  # tiles (clusters: tile pairs)
-    if cluster == 2:
-        grid = 2 * min(units, max_active_clusters(kernel, 2, 256, _MT_SMEM, sms // 2))
-    else:
-        grid = min(units, sms)
+    desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, 256)
+    kernel = jit.get_kernel(GEMM_MMA_TMA, f"h3::gemm_mma_tma_smxx<{code}>", target)
+    tiles = -(-m // 128) * -(-n // 256)
     launch(
         kernel,
-        grid,
+        min(tiles, arch.sm_count(at.device)),
         256,
         (desc_a, desc_b, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],

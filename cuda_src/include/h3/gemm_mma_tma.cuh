@@ -17,11 +17,6 @@
 // * Each warp releases a stage (one arrival, lane 0) once the MMAs that consumed its ldmatrix
 //   results have been issued: 8 arrivals free a stage.
 // * Persistent: CTA b takes tiles b, b + gridDim.x, ... in the engine's grouped order.
-// * kCluster = 2 (sm_90a): the two CTAs of a cluster compute vertically adjacent tiles (the same
-//   N-tile) and share B: each loads 128 of its 256 rows and multicasts them to both, so a CTA
-//   reads 32 instead of 48 KiB from L2 per k-tile; a stage is refilled once the 8 warps of both
-//   CTAs have released it (their arrivals go to both CTAs' empty barriers). The B tensor map's
-//   box is then 128 rows. Cluster c takes tile pairs c, c + clusters, ...
 // kFmt: 0 bf16 (m16n8k16), 1 e4m3 (m16n8k32; on sm_90 ptxas runs it as f16 MMAs, see
 // benchmarks/NOTES.md), 2 e4m3 through sm_120a's block-scaled kind::mxf8f6f4 with unit scales.
 // kFmt 0 / 1 verified on the H200 (2026-12-01); kFmt 2 is compile- and SASS-checked only.
@@ -46,10 +41,9 @@ H3_DEVICE u32 swz128(u32 base, int r, int c) { return base + r * 128 + (((c ^ r)
 // acc[mi][ni][r] the warp's 64 x 64 block at rows row0 + wm + 16 mi + mma_c_row(lane, r), columns
 // col0 + wn + 8 ni + mma_c_col(lane, r), and `scratch` the kMtScratchBytes of shared memory
 // behind the ring (all 256 threads reach the epilogue together, so it may __syncthreads()).
-template <int kFmt, class Epi, int kCluster = 1>
+template <int kFmt, class Epi>
 H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
                                  int k_bytes, const Epi& epi) {
-  static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ u8 smem_raw[];
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
@@ -58,44 +52,32 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
   u64* empty = full + kMtStages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k_tiles = k_bytes / kMtBK;
-  const u32 rank = kCluster > 1 ? cluster_rank() : 0;
-  const int cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
-  // (clusters: the order runs over tile pairs; the CTA of rank r takes M-tile 2 mp + r)
-  const TileOrder order{(M + kCluster * kMtBM - 1) / (kCluster * kMtBM), (N + kMtBN - 1) / kMtBN,
-                        16};
+  const TileOrder order{(M + kMtBM - 1) / kMtBM, (N + kMtBN - 1) / kMtBN, 16};
   constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kMtStages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 8 * kCluster);
+      mbar_init(&empty[s], 8);
     }
     fence_barrier_init();
-    if constexpr (kCluster > 1) fence_barrier_init_cluster();
   }
   __syncthreads();
-  if constexpr (kCluster > 1) cluster_sync();
 
   // Loads of k-iteration `j` of this CTA (tile j / k_tiles of its sequence), by thread 0.
   auto produce = [&](int j) {
     const int s = j % kMtStages;
     if (j >= kMtStages) mbar_wait(&empty[s], ((j / kMtStages) & 1) ^ 1);
     int mt, nt;
-    order.tile(cluster_id + (j / k_tiles) * clusters, mt, nt);
+    order.tile(blockIdx.x + (j / k_tiles) * gridDim.x, mt, nt);
     const int kt = j % k_tiles;
     u8* st = smem + s * kMtStageBytes;
     mbar_arrive_expect_tx(&full[s], kMtStageBytes);
-    tma_load_2d(st, &desc_a, kt * kElemsPerRow, (mt * kCluster + rank) * kMtBM, &full[s]);
-    if constexpr (kCluster == 2) {
-      constexpr int kSlice = kMtBN / 2;
-      tma_load_2d_multicast(st + kMtABytes + rank * kSlice * kMtBK, &desc_b, kt * kElemsPerRow,
-                            nt * kMtBN + rank * kSlice, &full[s], 3u);
-    } else {
-      tma_load_2d(st + kMtABytes, &desc_b, kt * kElemsPerRow, nt * kMtBN, &full[s]);
-    }
+    tma_load_2d(st, &desc_a, kt * kElemsPerRow, mt * kMtBM, &full[s]);
+    tma_load_2d(st + kMtABytes, &desc_b, kt * kElemsPerRow, nt * kMtBN, &full[s]);
   };
-  const int my_tiles = cluster_id < order.count()
-                           ? (order.count() - cluster_id + clusters - 1) / clusters
+  const int my_tiles = blockIdx.x < order.count()
+                           ? (order.count() - blockIdx.x + gridDim.x - 1) / gridDim.x
                            : 0;
   const int total = my_tiles * k_tiles;  // k-iterations of this CTA
   if (threadIdx.x == 0)
@@ -104,10 +86,9 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
   const int wm = (warp / 4) * 64, wn = (warp % 4) * 64;
   float acc[4][8][4];
   int it = 0;
-  for (int t = cluster_id; t < order.count(); t += clusters) {
+  for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
     int mt_, nt_;
     order.tile(t, mt_, nt_);
-    mt_ = mt_ * kCluster + rank;
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -180,20 +161,11 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
       }
       // NOTE: every ldmatrix result has been consumed by an issued MMA: the stage may be refilled.
       __syncwarp();
-      if (lane == 0) {
-        if constexpr (kCluster > 1) {
-#pragma unroll
-          for (int r = 0; r < kCluster; ++r) mbar_arrive_cluster(&empty[s], r);
-        } else {
-          mbar_arrive(&empty[s]);
-        }
-      }
+      if (lane == 0) mbar_arrive(&empty[s]);
     }
 
     epi(acc, mt_ * kMtBM, nt_ * kMtBN, wm, wn, scratch);
   }
-  // (no CTA may exit while its peer can still multicast into it or arrive on its barriers)
-  if constexpr (kCluster > 1) cluster_sync();
 #else
   __trap();
 #endif
