@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s15-e|s15-d|s15-c|s15-b|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -58,45 +58,8 @@ case "$MODE" in
           # main loop, for the record beside s15-c's samples of the pipelined loop
     OUT=$OUT bash scripts/profile_ncu.sh mma-src
     ;;
-  # s15-b .. s15-d ran at commits ae243d8 (b) / 3a2dba0 (c) and bd5f062 (d); their A/B script and
-  # kernels were removed afterwards (benchmarks/NOTES.md, session 15)
-  s15-d)  # the mma.sync back end in clusters of two multicasting B (gemm_mma_tma(cluster=2); the
-          # pipelined loop of s15-b measured 5-7% slower and is gone): its tests and the
-          # single-CTA ones, two operator tests on the (touched) body, then x1 against x2
-    run 120 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k "mma_tma"
-    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py tests/test_out_proj_gpu.py \
-      -k "test_bf16_pre_attention_mma_backend or test_fp8_out_proj_mma_backend"
-    [ "$status" = 0 ] || exit 1
-    smi_start
-    run 150 "$OUT/bench.log" python3 scripts/ab_mma_tma.py --m 4824 38592 --shapes qkv o \
-      --reps 10 --energy --json "$OUT/ab_mma_tma.json"
-    smi_stop
-    ;;
-  s15-c)  # s15-b's rest (its operator tests ran out of their 240 s stage after 30 of 33 passed; the
-          # MLP's mma.sync tests take ~21 s each): the MLP's mma.sync tests, then the A/B and the
-          # stall samples
-    run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k "mma_backend or (graph and mma)"
-    [ "$status" = 0 ] || exit 1
-    smi_start
-    run 150 "$OUT/bench.log" python3 scripts/ab_mma_tma.py --m 4824 38592 --shapes qkv o \
-      --reps 10 --energy --json "$OUT/ab_mma_tma.json"
-    smi_stop
-    OUT=$OUT bash scripts/profile_ncu.sh mma-src
-    ;;
-  s15-b)  # s15-a (never started: no machine) on the mma.sync back end's pipelined main loop: the
-          # engine's GEMM tests (renamed kernels, the new loop), the operators' mma.sync back-end
-          # tests, then the loop A/B (scripts/ab_mma_tma.py: pipelined default, the old loop,
-          # loads issued mid-k-tile) and the new loop's stall samples
-    run 170 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py
-    run 240 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py \
-      tests/test_out_proj_gpu.py tests/test_mlp_gpu.py -k "mma_backend or (graph and mma)"
-    [ "$status" = 0 ] || exit 1
-    smi_start
-    run 150 "$OUT/bench.log" python3 scripts/ab_mma_tma.py --m 4824 38592 --shapes qkv o \
-      --reps 10 --energy --json "$OUT/ab_mma_tma.json"
-    smi_stop
-    OUT=$OUT bash scripts/profile_ncu.sh mma-src
-    ;;
+  # s15-b .. s15-d (the mma.sync A/Bs of benchmarks/NOTES.md, session 15) exist at the commits
+  # they ran at, ae243d8 (b), 3a2dba0 (c) and bd5f062 (d); their script and kernels are removed
   s15-a)  # session 15's first call: the engine's GEMM tests on the renamed kernels (the 192 x 192
           # bf16 tiles folded into gemm_wgmma[_x2]_sm90<fmt, BN, promote, pingpong, WG>, SASS
           # identical to the tested build), then the mma.sync back end's stall samples per SASS
