@@ -299,15 +299,10 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
     from h3cupy import formats
     from h3cupy.ops import gemm, out_proj, pre_attention
     from h3cupy.reference import inputs
+    from h3cupy.testing import torch_cuda as dev
 
     rng = np.random.default_rng(0)
     host = inputs.prologue_inputs(m, rows=9, rng=rng)
-
-    def dev(a):
-        a = np.ascontiguousarray(a)
-        if a.dtype.name == "bfloat16":
-            return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
-        return torch.from_numpy(a).cuda()
 
     mod = dev(host["modulation"])
     x, w, idx = dev(host["x"]), dev(host["x_norm_weight"]), dev(host["adaln_index"])

@@ -61,14 +61,9 @@ def op_inputs(m: int, p: int, rng):
     import torch
 
     from h3cupy.reference import inputs
+    from h3cupy.testing import torch_cuda as dev
 
     host = inputs.prologue_inputs(m, rows=9, rng=rng)
-
-    def dev(a):
-        a = np.ascontiguousarray(a)
-        if a.dtype.name == "bfloat16":
-            return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
-        return torch.from_numpy(a).cuda()
 
     mod = dev(host["modulation"])
     x, w, idx = dev(host["x"]), dev(host["x_norm_weight"]), dev(host["adaln_index"])

@@ -513,6 +513,17 @@ def device_info() -> dict[str, object]:
     }
 
 
+def torch_cuda(a: np.ndarray):
+    """A host array (ml_dtypes bfloat16 included) as a CUDA torch tensor of the same dtype and
+    values: the benchmarks' and tests' upload of host-drawn inputs."""
+    import torch
+
+    a = np.ascontiguousarray(a)
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+    return torch.from_numpy(a).cuda()
+
+
 def bf16_pre_attention_torch_args(m: int, p: int, rng):
     """Inputs of ``minimax_h3_bf16_pre_attention`` as CUDA torch tensors, drawn in the model's
     distributions (``reference.inputs.pre_attention_inputs``, 9 table rows; the AdaLN tables as
@@ -524,14 +535,7 @@ def bf16_pre_attention_torch_args(m: int, p: int, rng):
     from h3cupy.reference import inputs
 
     host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
-
-    def t(a):
-        if a.dtype.name == "bfloat16":
-            return (
-                torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).cuda().view(torch.bfloat16)
-            )
-        return torch.from_numpy(np.ascontiguousarray(a)).cuda()
-
+    t = torch_cuda
     mod = t(host["modulation"])
     args = (
         t(host["x"]),

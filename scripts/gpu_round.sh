@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -54,13 +54,21 @@ s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
+  s15-f)  # after the review's shared host-upload helper (testing.torch_cuda): the tests and the two
+          # benchmarks that use it, briefly (no figures taken from this call)
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pdl_gpu.py -k bits
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k graph_and_determinism
+    run 150 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 --reps 2 --no-compile
+    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --m 4824 --reps 2 --no-compile --ops out_proj
+    ;;
   s15-e)  # the mma.sync back end's stall samples per SASS instruction on its kept (pre-session-15)
           # main loop, for the record beside s15-c's samples of the pipelined loop
     OUT=$OUT bash scripts/profile_ncu.sh mma-src
     ;;
   # s15-b .. s15-d (the mma.sync A/Bs of benchmarks/NOTES.md, session 15) exist at the commits
   # they ran at, ae243d8 (b), 3a2dba0 (c) and bd5f062 (d); their script and kernels are removed
-  s15-a)  # session 15's first call: the engine's GEMM tests on the renamed kernels (the 192 x 192
+  s15-a)  # (never started: no machine was lent; s15-b ran its tests, s15-e its stall samples)
+          # session 15's first call: the engine's GEMM tests on the renamed kernels (the 192 x 192
           # bf16 tiles folded into gemm_wgmma[_x2]_sm90<fmt, BN, promote, pingpong, WG>, SASS
           # identical to the tested build), then the mma.sync back end's stall samples per SASS
           # instruction (profile_ncu.sh mma-src)

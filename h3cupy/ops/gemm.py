@@ -179,8 +179,9 @@ WGMMA_FORMATS = {"bf16": (0, "bf16"), "e4m3": (1, "e4m3")}
 #: not built; NOTES.md session 11.)
 #: The FP8 128 x 128 single-CTA tiles have a 6-stage ring, cuBLAS's own FP8 shape (its
 #: `_scaled_mm` kernel at these sizes: 128 x 128 tiles, 6 stages, no cluster); with promotion
-#: mode 4 (added 2026-12-02, benchmark-only, not yet run) the 4-deep spans leave the ring two
-#: stages of slack, which the n192 ring's four stages did not (mode 4 starved it, session 6).
+#: mode 4 (benchmark-only) the 4-deep spans leave the ring two stages of slack, which the n192
+#: ring's four stages did not (mode 4 starved it, session 6). Measured on the H200 (2026-12-02,
+#: NOTES.md session 14): 0.86-0.94x `_scaled_mm`, 11-13% behind the n192 default.
 WGMMA_VARIANTS = (
     ("bf16", 256, 0, 2, False),
     ("bf16", 224, 0, 2, False),
