@@ -8,6 +8,8 @@ over K <= 14336 adds far less). Outputs poisoned before the launch; M tails incl
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -30,16 +32,17 @@ def _backend(name):
 
     if name == "wgmma" and arch.current_target() != "sm_90a":
         pytest.skip("the wgmma back end needs sm_90a")
-    if name == "mma_tma" and arch.current_target() not in ("sm_90a", "sm_120a"):
+    if name.startswith("mma_tma") and arch.current_target() not in ("sm_90a", "sm_120a"):
         pytest.skip("the TMA-fed mma.sync back end needs sm_90a or sm_120a")
     return {
         "mma_sync": gemm.gemm_mma_sync,
         "wgmma": gemm.gemm_wgmma,
         "mma_tma": gemm.gemm_mma_tma,
+        "mma_tma_ws": functools.partial(gemm.gemm_mma_tma, ws=True),
     }[name]
 
 
-BACKENDS = ["mma_sync", "wgmma", "mma_tma"]
+BACKENDS = ["mma_sync", "wgmma", "mma_tma", "mma_tma_ws"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -355,6 +358,40 @@ def test_gemm_deterministic(backend, rng):
     r1 = gemm_mma_sync(a, b).view(cupy.uint16)
     r2 = gemm_mma_sync(a, b).view(cupy.uint16)
     assert bool((r1 == r2).all())
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "e4m3"])
+def test_gemm_mma_tma_ws_many_tiles(fmt, rng):
+    """The mma.sync back end with a producer warpgroup (``ws=True``) over several tiles per CTA
+    (the ring wraps across tiles: 35 x 12 = 420 tiles), an M tail (4372 = 34 x 128 + 20) and an
+    N tail (the last tile 136 wide): the same bits as the default form (both accumulate each
+    tile in the same order) and within the bound against float64."""
+    import cupy
+
+    from h3cupy.ops import gemm
+    from h3cupy.testing import download, poison
+
+    _backend("mma_tma_ws")
+    m, n, k = 4372, 2952, 2048
+    a = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
+    w = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))
+    kw = {}
+    if fmt == "e4m3":
+        a, rs = formats.fp8_quantize_per_token(a)
+        w, cs = formats.fp8_quantize_per_channel(w)
+        a64, w64 = (formats.e4m3_decode(x).astype(np.float64) for x in (a, w))
+        ref = (a64 @ w64.T) * rs[:, None] * cs[None, :]
+        kw = {"row_scale": cupy.asarray(rs), "col_scale": cupy.asarray(cs)}
+    else:
+        ref = a.astype(np.float64) @ w.astype(np.float64).T
+    outs = []
+    for ws in (False, True):
+        out = cupy.empty((m, n), formats.BF16)
+        poison(out)
+        gemm.gemm_mma_tma(cupy.asarray(a), cupy.asarray(w), fmt=fmt, out=out, ws=ws, **kw)
+        outs.append(out.view(cupy.uint16))
+    assert bool((outs[0] == outs[1]).all()), "ws=True differs from the default form"
+    _check(download(outs[1].view(formats.BF16)).astype(np.float32), ref)
 
 
 def _nvfp4_operands(rng, m, n, k):

@@ -737,16 +737,23 @@ def _launch_small_m(at, bt, ot, m, n, k, splits, workspace):
 
 GEMM_MMA_TMA = jit.ModuleSpec(
     "kernels/gemm_mma_tma.cu",
-    tuple(f"h3::gemm_mma_tma_smxx<{code}>" for code, _, _, _ in GEMM_FORMATS.values()),
+    tuple(
+        f"h3::gemm_mma_tma{ws}_smxx<{code}>"
+        for ws in ("", "_ws")
+        for code, _, _, _ in GEMM_FORMATS.values()
+    ),
 )
 _MT_SMEM = 4 * (128 + 256) * 128 + 32 * 1024 + 2 * 4 * 8 + 1024
 
 
-def gemm_mma_tma(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None):
+def gemm_mma_tma(
+    a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None, ws: bool = False
+):
     """The same contract as :func:`gemm_mma_sync` on the engine's TMA skeleton with mma.sync
     consumers (sm_90a and sm_120a; ``cuda_src/kernels/gemm_mma_tma.cu``): persistent, TMA
     loads (issued by thread 0, three k-tiles ahead) into a 4-stage mbarrier ring, eight warps of
-    64 x 64 on a 128 x 256 tile.
+    64 x 64 on a 128 x 256 tile. ``ws=True``: the warp-specialized form, a producer warpgroup
+    (its thread 0 issues the loads, up to four k-tiles ahead) beside the eight consumer warps.
 
     K * element size must be a multiple of 128 bytes; N a multiple of 8. H200-verified
     (2026-12-01; sm_90a runs FP8 as f16 MMAs); the sm_120a form is compile- and SASS-checked.
@@ -767,12 +774,13 @@ def gemm_mma_tma(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out
     tdt = "bfloat16" if opfmt == "bf16" else "uint8"
     desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
     desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, 256)
-    kernel = jit.get_kernel(GEMM_MMA_TMA, f"h3::gemm_mma_tma_smxx<{code}>", target)
+    name = f"h3::gemm_mma_tma{'_ws' if ws else ''}_smxx<{code}>"
+    kernel = jit.get_kernel(GEMM_MMA_TMA, name, target)
     tiles = -(-m // 128) * -(-n // 256)
     launch(
         kernel,
         min(tiles, arch.sm_count(at.device)),
-        256,
+        384 if ws else 256,
         (desc_a, desc_b, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
         smem=_MT_SMEM,

@@ -17,6 +17,10 @@
 // * Each warp releases a stage (one arrival, lane 0) once the MMAs that consumed its ldmatrix
 //   results have been issued: 8 arrivals free a stage.
 // * Persistent: CTA b takes tiles b, b + gridDim.x, ... in the engine's grouped order.
+// * kWS (the warp-specialized form, 384 threads): warpgroup 0 is the producer (setmaxnreg down
+//   to 40 registers; thread 0 issues every load as soon as its stage is free, up to the whole
+//   ring ahead), warpgroups 1 and 2 the eight consumer warps (232 registers), which then never
+//   wait on an empty barrier. Only for epilogues that do not __syncthreads() (the plain one).
 // kFmt: 0 bf16 (m16n8k16), 1 e4m3 (m16n8k32; on sm_90 ptxas runs it as f16 MMAs, see
 // benchmarks/NOTES.md), 2 e4m3 through sm_120a's block-scaled kind::mxf8f6f4 with unit scales.
 // kFmt 0 / 1 verified on the H200 (2026-12-01); kFmt 2 is compile- and SASS-checked only.
@@ -32,6 +36,7 @@ constexpr int kMtBM = 128, kMtBN = 256, kMtBK = 128;  // BK in bytes
 constexpr int kMtStages = 4;
 constexpr int kMtABytes = kMtBM * kMtBK, kMtStageBytes = (kMtBM + kMtBN) * kMtBK;  // 48 KiB
 constexpr int kMtThreads = 256;
+constexpr int kMtWsThreads = 384;  // the warp-specialized form (kWS)
 constexpr int kMtScratchBytes = 32 * 1024;  // epilogue scratch (cross-warp exchanges)
 constexpr int kMtSmemBytes = kMtStages * kMtStageBytes + kMtScratchBytes + 2 * kMtStages * 8 + 1024;
 
@@ -41,7 +46,7 @@ H3_DEVICE u32 swz128(u32 base, int r, int c) { return base + r * 128 + (((c ^ r)
 // acc[mi][ni][r] the warp's 64 x 64 block at rows row0 + wm + 16 mi + mma_c_row(lane, r), columns
 // col0 + wn + 8 ni + mma_c_col(lane, r), and `scratch` the kMtScratchBytes of shared memory
 // behind the ring (all 256 threads reach the epilogue together, so it may __syncthreads()).
-template <int kFmt, class Epi>
+template <int kFmt, class Epi, bool kWS = false>
 H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
                                  int k_bytes, const Epi& epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -80,10 +85,20 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
                            ? (order.count() - blockIdx.x + gridDim.x - 1) / gridDim.x
                            : 0;
   const int total = my_tiles * k_tiles;  // k-iterations of this CTA
-  if (threadIdx.x == 0)
+  if constexpr (kWS) {
+    if (warp < 4) {  // the producer warpgroup
+      setmaxnreg_dec<40>();
+      if (threadIdx.x == 0)
+        for (int j = 0; j < total; ++j) produce(j);
+      return;
+    }
+    setmaxnreg_inc<232>();
+  } else if (threadIdx.x == 0) {
     for (int j = 0; j < kMtStages - 1 && j < total; ++j) produce(j);
+  }
 
-  const int wm = (warp / 4) * 64, wn = (warp % 4) * 64;
+  const int cw = kWS ? warp - 4 : warp;  // consumer warp 0 .. 7
+  const int wm = (cw / 4) * 64, wn = (cw % 4) * 64;
   float acc[4][8][4];
   int it = 0;
   for (int t = blockIdx.x; t < order.count(); t += gridDim.x) {
@@ -96,7 +111,7 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      if (threadIdx.x == 0 && it + kMtStages - 1 < total) produce(it + kMtStages - 1);
+      if (!kWS && threadIdx.x == 0 && it + kMtStages - 1 < total) produce(it + kMtStages - 1);
       const int s = it % kMtStages;
       mbar_wait(&full[s], (it / kMtStages) & 1);
       const u32 sa = smem_addr(smem + s * kMtStageBytes);

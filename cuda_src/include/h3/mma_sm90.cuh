@@ -34,16 +34,16 @@ H3_DEVICE void fence_fragment(float (&d)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// Register budget of a warpgroup (needs __launch_bounds__(threads, 1)).
+// Register budget of a warpgroup (needs __launch_bounds__(threads, 1)); sm_90a and sm_120a.
 template <int kRegs>
 H3_DEVICE void setmaxnreg_inc() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_FEAT_SM120_ALL)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
 #endif
 }
 template <int kRegs>
 H3_DEVICE void setmaxnreg_dec() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_FEAT_SM120_ALL)
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
 #endif
 }
