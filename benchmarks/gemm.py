@@ -69,7 +69,7 @@ def main() -> None:
         "wgmma": gemm.gemm_wgmma,
         "wgmma_notail": wgmma_notail,
         "mma_tma": gemm.gemm_mma_tma,
-        "mma_tma_ws": functools.partial(gemm.gemm_mma_tma, ws=True),
+        "mma_tma_t0": functools.partial(gemm.gemm_mma_tma, ws=False),
         "swapab": swapab,
     }
 

@@ -32,10 +32,6 @@
 
 namespace h3 {
 
-#ifndef H3_MT_WS_FENCE
-#define H3_MT_WS_FENCE 1
-#endif
-
 constexpr int kMtBM = 128, kMtBN = 256, kMtBK = 128;  // BK in bytes
 constexpr int kMtStages = 4;
 constexpr int kMtABytes = kMtBM * kMtBK, kMtStageBytes = (kMtBM + kMtBN) * kMtBK;  // 48 KiB
@@ -178,12 +174,13 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
           }
         }
       }
-      // NOTE: every ldmatrix result has been consumed by an issued MMA: the stage may be refilled.
-      // (ptxas hoists the arrival above the last MMAs, right behind the last ldmatrix. kWS: the
-      // producer refills as soon as the last warp arrives, so each lane first orders its reads
-      // of the stage before the TMA's async-proxy writes; H3_MT_WS_FENCE=0: without, s15-g's
-      // failing build, for the diagnostic.)
-      if constexpr (kWS && H3_MT_WS_FENCE) fence_proxy_async_smem();
+      // NOTE: ptxas places the arrival that frees the stage right behind the warp's last
+      // ldmatrix, above the MMAs that consume it, and the arrival does not wait for those reads:
+      // each lane first orders its reads of the stage before the refill's async-proxy (TMA)
+      // writes. Without the fence the producer-warpgroup form (kWS), which refills as soon as
+      // the last warp arrives, gave wrong, unrepeatable products on the H200 (benchmarks/
+      // NOTES.md, session 15); the thread-0 form only hid the race behind warp 0's own MMAs.
+      fence_proxy_async_smem();
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
     }
