@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s15-i|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -54,18 +54,9 @@ s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
-  s15-i)  # the fence before every stage release (both mma.sync forms and the operators' kernels)
-          # and ws=True as gemm_mma_tma's default: the GEMM tests, one operator test on the
-          # fenced body, then the two forms timed
-    run 90 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "mma_tma"
-    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
-      -k "test_bf16_pre_attention_mma_backend and 4097"
-    [ "$status" = 0 ] || exit 1
-    run 100 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt bf16 --shapes qkv o \
-      --m 4824 38592 --backend mma_tma mma_tma_t0 --reps 5 --json "$OUT/bench_gemm_mt.json"
-    ;;
-  # s15-g / s15-h (the producer-warpgroup form's first test and its race's diagnostic) exist at
-  # the commits they ran at, 3f595cf (s15-g) and 8bfb223 (s15-h); see NOTES.md, session 15
+  # s15-g / s15-h (the producer-warpgroup form's first test, then its race's diagnostic and its
+  # timing) exist at the commits they ran at, 3f595cf (s15-g) and 8bfb223 (s15-h): the kernels
+  # on main are SASS-identical to s15-h's (ws) and 5d71fb1's (thread 0, operators); NOTES.md
   s15-f)  # after the review's shared host-upload helper (testing.torch_cuda): the tests and the two
           # benchmarks that use it, briefly (no figures taken from this call)
     run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pdl_gpu.py -k bits

@@ -175,12 +175,14 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
         }
       }
       // NOTE: ptxas places the arrival that frees the stage right behind the warp's last
-      // ldmatrix, above the MMAs that consume it, and the arrival does not wait for those reads:
-      // each lane first orders its reads of the stage before the refill's async-proxy (TMA)
-      // writes. Without the fence the producer-warpgroup form (kWS), which refills as soon as
-      // the last warp arrives, gave wrong, unrepeatable products on the H200 (benchmarks/
-      // NOTES.md, session 15); the thread-0 form only hid the race behind warp 0's own MMAs.
-      fence_proxy_async_smem();
+      // ldmatrix, above the MMAs that consume it, and the arrival does not wait for those reads.
+      // kWS: the producer warpgroup refills as soon as the last warp arrives, so each lane first
+      // orders its reads of the stage before the refill's async-proxy (TMA) writes; without the
+      // fence that form gave wrong, unrepeatable products on the H200 (benchmarks/NOTES.md,
+      // session 15). The thread-0 form (and the operators' kernels on it) refills only after
+      // warp 0's own MMAs, and no run has shown the race there; the same fence would close it
+      // for certain, and is not yet GPU-tested in that form (NOTES.md, session 15, "Next").
+      if constexpr (kWS) fence_proxy_async_smem();
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
     }
