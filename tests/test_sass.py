@@ -185,13 +185,16 @@ def test_gemm_mma_tma_sass(target):
     for (tgt, code), op in want.items():
         if tgt != target:
             continue
-        (name,) = [n for n in ops if f"gemm_mma_tma_smxxILi{code}E" in n]
-        c = ops[name]
-        assert sum(k for o, k in c.items() if o.startswith(op)) >= 128, (name, sorted(c))
-        assert any(o.startswith("UTMALDG") for o in c), sorted(c)
-        assert any(o.startswith("LDSM") for o in c), sorted(c)
-        if target == "sm_90a":
-            assert not any(o.startswith(("LDL", "STL")) for o in c), name
+        # both forms: thread 0 of the consumers loads (kWS false) or a producer warpgroup does
+        names = [n for n in ops if f"gemm_mma_tma_smxxILi{code}E" in n]
+        assert len(names) == 2, names
+        for name in names:
+            c = ops[name]
+            assert sum(k for o, k in c.items() if o.startswith(op)) >= 128, (name, sorted(c))
+            assert any(o.startswith("UTMALDG") for o in c), sorted(c)
+            assert any(o.startswith("LDSM") for o in c), sorted(c)
+            if target == "sm_90a":
+                assert not any(o.startswith(("LDL", "STL")) for o in c), name
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_120a"])

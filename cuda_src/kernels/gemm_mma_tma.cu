@@ -1,27 +1,19 @@
 // The plain GEMM on the TMA-fed mma.sync back end (h3/gemm_mma_tma.cuh), sm_90a and sm_120a:
 //   C = bf16((A * B^T) * row_scale[m] * col_scale[n]), fp32 accumulation, scales optional.
 // kFmt: 0 bf16, 1 e4m3, 2 e4m3 through sm_120a's kind::mxf8f6f4 with unit scales.
-// gemm_mma_tma_ws_smxx: the same with a producer warpgroup (h3/gemm_mma_tma.cuh, kWS).
+// kWS: a producer warpgroup issues the loads (384 threads; h3/gemm_mma_tma.cuh), else thread 0
+// of the eight consumer warps does (256 threads).
 #include "h3/gemm_mma_tma.cuh"
 
 namespace h3 {
 
-template <int kFmt>
-__global__ void __launch_bounds__(kMtThreads, 1) gemm_mma_tma_smxx(
+template <int kFmt, bool kWS = false>
+__global__ void __launch_bounds__(kWS ? kMtWsThreads : kMtThreads, 1) gemm_mma_tma_smxx(
     const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b, int M, int N,
     int k_bytes, const float* __restrict__ row_scale, const float* __restrict__ col_scale,
     bf16_t* __restrict__ C) {
   const EpiMmaScaleBf16 epi{row_scale, col_scale, C, M, N};
-  gemm_mma_tma_body<kFmt>(desc_a, desc_b, M, N, k_bytes, epi);
-}
-
-template <int kFmt>
-__global__ void __launch_bounds__(kMtWsThreads, 1) gemm_mma_tma_ws_smxx(
-    const __grid_constant__ TmaDesc desc_a, const __grid_constant__ TmaDesc desc_b, int M, int N,
-    int k_bytes, const float* __restrict__ row_scale, const float* __restrict__ col_scale,
-    bf16_t* __restrict__ C) {
-  const EpiMmaScaleBf16 epi{row_scale, col_scale, C, M, N};
-  gemm_mma_tma_body<kFmt, EpiMmaScaleBf16, true>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_mma_tma_body<kFmt, EpiMmaScaleBf16, kWS>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 }  // namespace h3

@@ -738,8 +738,8 @@ def _launch_small_m(at, bt, ot, m, n, k, splits, workspace):
 GEMM_MMA_TMA = jit.ModuleSpec(
     "kernels/gemm_mma_tma.cu",
     tuple(
-        f"h3::gemm_mma_tma{ws}_smxx<{code}>"
-        for ws in ("", "_ws")
+        f"h3::gemm_mma_tma_smxx<{code}{ws}>"
+        for ws in ("", ", true")
         for code, _, _, _ in GEMM_FORMATS.values()
     ),
 )
@@ -776,7 +776,7 @@ def gemm_mma_tma(
     tdt = "bfloat16" if opfmt == "bf16" else "uint8"
     desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
     desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, 256)
-    name = f"h3::gemm_mma_tma{'_ws' if ws else ''}_smxx<{code}>"
+    name = f"h3::gemm_mma_tma_smxx<{code}{', true' if ws else ''}>"
     kernel = jit.get_kernel(GEMM_MMA_TMA, name, target)
     tiles = -(-m // 128) * -(-n // 256)
     launch(
