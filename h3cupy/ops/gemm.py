@@ -751,11 +751,11 @@ def gemm_mma_tma(
 ):
     """The same contract as :func:`gemm_mma_sync` on the engine's TMA skeleton with mma.sync
     consumers (sm_90a and sm_120a; ``cuda_src/kernels/gemm_mma_tma.cu``): persistent, TMA
-    loads (issued by thread 0, three k-tiles ahead) into a 4-stage mbarrier ring, eight warps of
-    64 x 64 on a 128 x 256 tile. ``ws=True`` (default): the warp-specialized form, a producer
-    warpgroup (its thread 0 issues the loads, up to four k-tiles ahead) beside the eight consumer
-    warps, 7-12% faster on the H200 (2026-12-02, NOTES.md session 15); ``ws=False``: thread 0 of
-    the consumers issues the loads (the form the operators' mma.sync kernels use).
+    loads into a 4-stage mbarrier ring, eight warps of 64 x 64 on a 128 x 256 tile.
+    ``ws=True`` (default): a producer warpgroup's thread 0 issues the loads, up to four k-tiles
+    ahead, 7-12% faster on the H200 (2026-12-02, NOTES.md session 15); ``ws=False``: thread 0
+    of the consumers does, three k-tiles ahead (the form the operators' mma.sync kernels use).
+    Both give the same bits.
 
     K * element size must be a multiple of 128 bytes; N a multiple of 8. H200-verified
     (2026-12-01; sm_90a runs FP8 as f16 MMAs); the sm_120a form is compile- and SASS-checked.
