@@ -70,6 +70,8 @@ def main() -> None:
         "wgmma_notail": wgmma_notail,
         "mma_tma": gemm.gemm_mma_tma,
         "mma_tma_t0": functools.partial(gemm.gemm_mma_tma, ws=False),
+        # the plan sm_120 boards run (64-byte k-tiles, 4 stages, 99 KiB), on this GPU
+        "mma_tma_sm120": functools.partial(gemm.gemm_mma_tma, sm120_plan=True),
         "swapab": swapab,
     }
 

@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -54,6 +54,25 @@ s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
+  s16-a)  # session 16: every mma.sync / NVFP4 kernel sm_120a runs, now on the plans that fit
+          # sm_120's 99 KiB of shared memory (64-byte k-tiles), tested on the H200 with the same
+          # layouts; the release fence in every form. Engine tests first, then the operators'.
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_gemm_gpu.py \
+      -k "mma_tma or nvfp4 or mma_sync"
+    run 240 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_pre_attention_gpu.py \
+      tests/test_out_proj_gpu.py -k "mma or (nvfp4 and not hopper_path and not dequantize and not wgmma)"
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_mlp_gpu.py -k "mma"
+    ;;
+  s16-b)  # session 16: memcheck over every GEMM path (the mma.sync forms: producer warpgroup,
+          # thread 0, the sm_120 plan), then the mma.sync plans timed in one run
+    run 200 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --report-api-errors no \
+      python3 scripts/memcheck_gemm.py
+    smi_start
+    run 200 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt bf16 --shapes qkv o \
+      --m 4824 38592 --backend mma_tma mma_tma_t0 mma_tma_sm120 --reps 10 \
+      --json "$OUT/bench_gemm_mma_plans.json"
+    smi_stop
+    ;;
   # s15-g / s15-h (the producer-warpgroup form's first test, then its race's diagnostic and its
   # timing) exist at the commits they ran at, 3f595cf (s15-g) and 8bfb223 (s15-h): the kernels
   # on main are SASS-identical to s15-h's (ws) and 5d71fb1's (thread 0, operators); NOTES.md

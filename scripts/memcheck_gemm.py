@@ -33,9 +33,11 @@ def main() -> None:
     gemm.gemm_mma_sync(aq, bq, fmt="e4m3", row_scale=rs, col_scale=cs)
     paths = 2
     if arch.current_target() in ("sm_90a", "sm_120a"):
-        gemm.gemm_mma_tma(a, b, fmt="bf16", row_scale=rs, col_scale=cs)
-        gemm.gemm_mma_tma(aq, bq, fmt="e4m3", row_scale=rs, col_scale=cs)
-        paths += 2
+        # the producer-warpgroup form (default), the thread-0 form, the sm_120 plan
+        for kw in ({}, {"ws": False}, {"sm120_plan": True}):
+            gemm.gemm_mma_tma(a, b, fmt="bf16", row_scale=rs, col_scale=cs, **kw)
+            gemm.gemm_mma_tma(aq, bq, fmt="e4m3", row_scale=rs, col_scale=cs, **kw)
+            paths += 2
     if arch.current_target() == "sm_90a":
         for fmt, tile_n, promote, cluster, pingpong in gemm.WGMMA_VARIANTS:
             if pingpong and os.environ.get("H3CUPY_TEST_PINGPONG") != "1":

@@ -39,10 +39,12 @@ def _backend(name):
         "wgmma": gemm.gemm_wgmma,
         "mma_tma": gemm.gemm_mma_tma,
         "mma_tma_t0": functools.partial(gemm.gemm_mma_tma, ws=False),
+        # the plan sm_120 boards run (64-byte k-tiles in 99 KiB), forced on the H200
+        "mma_tma_sm120": functools.partial(gemm.gemm_mma_tma, sm120_plan=True),
     }[name]
 
 
-BACKENDS = ["mma_sync", "wgmma", "mma_tma", "mma_tma_t0"]
+BACKENDS = ["mma_sync", "wgmma", "mma_tma", "mma_tma_t0", "mma_tma_sm120"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -366,7 +368,8 @@ def test_gemm_mma_tma_ws_many_tiles(fmt, rng):
     thread 0 of the consumers issuing the loads (``ws=False``), over several tiles per CTA (the
     ring wraps across tiles: 35 x 12 = 420 tiles; where s15-g's unfenced release raced), an M tail
     (4372 = 34 x 128 + 20) and an N tail (the last tile 136 wide): the same bits from both (each
-    tile accumulates in the same order) and within the bound against float64."""
+    tile accumulates in the same order) and within the bound against float64. The sm_120 plan
+    (64-byte k-tiles, the same k order per accumulator) gives the same bits too."""
     import cupy
 
     from h3cupy.ops import gemm
@@ -386,12 +389,15 @@ def test_gemm_mma_tma_ws_many_tiles(fmt, rng):
     else:
         ref = a.astype(np.float64) @ w.astype(np.float64).T
     outs = []
-    for ws in (False, True):
+    for ws, plan in ((False, False), (True, False), (False, True)):
         out = cupy.empty((m, n), formats.BF16)
         poison(out)
-        gemm.gemm_mma_tma(cupy.asarray(a), cupy.asarray(w), fmt=fmt, out=out, ws=ws, **kw)
+        gemm.gemm_mma_tma(
+            cupy.asarray(a), cupy.asarray(w), fmt=fmt, out=out, ws=ws, sm120_plan=plan, **kw
+        )
         outs.append(out.view(cupy.uint16))
     assert bool((outs[0] == outs[1]).all()), "ws=True differs from ws=False"
+    assert bool((outs[0] == outs[2]).all()), "the sm_120 plan differs from the 128-byte k-tiles"
     _check(download(outs[1].view(formats.BF16)).astype(np.float32), ref)
 
 

@@ -11,7 +11,8 @@ __global__ void __launch_bounds__(kMtThreads, 1) gemm_nvfp4_smxx(
   const float al = Nvfp4Alpha{alpha_ptr, ga_ptr, gw_ptr, gw_host, alpha_host}.get();
   // The plain mma.sync epilogue with no row / column scales: C = bf16(acc * alpha).
   const EpiMmaScaleBf16 epi{nullptr, nullptr, C, M, N, al};
-  gemm_nvfp4_body(desc_a, desc_b, desc_sfa, sfb, sfb_c4, M, N, k_bytes, epi);
+  gemm_nvfp4_body<EpiMmaScaleBf16, kNvSm120Stages, 0, kNvSm120BK>(desc_a, desc_b, desc_sfa, sfb,
+                                                                  sfb_c4, M, N, k_bytes, epi);
 }
 
 }  // namespace h3

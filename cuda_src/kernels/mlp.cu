@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kMtThreads, 1) mlp_fc1_fp8_mma_smxx(
     int k_bytes, const float* __restrict__ a_scale, const float* __restrict__ w_scale,
     bf16_t* __restrict__ y) {
   const EpiMmaSwiglu epi{{a_scale, w_scale, M, N}, y};
-  gemm_mma_tma_body<kFmt>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_mma_tma_body<kFmt, EpiMmaSwiglu, false, MtSm120>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 }  // namespace h3

@@ -584,7 +584,8 @@ __global__ void __launch_bounds__(kMtThreads, 1) out_proj_nvfp4_smxx(
   const float alpha = Nvfp4Alpha{nullptr, ga_ptr, gw_ptr, gw_host, 0.f}.get();
   const EpiMmaGatedResidual<MmaYAlpha> epi{{alpha}, residual,    gate, gate_stride, rows,
                                            gate_index, index_is_64, M,    N,           out};
-  gemm_nvfp4_body(desc_a, desc_b, desc_sfa, sfb, sfb_c4, M, N, k_bytes, epi);
+  gemm_nvfp4_body<EpiMmaGatedResidual<MmaYAlpha>, kNvSm120Stages, 0, kNvSm120BK>(
+      desc_a, desc_b, desc_sfa, sfb, sfb_c4, M, N, k_bytes, epi);
 }
 
 // minimax_h3_fp8_out_proj on the mma.sync back end (the sm_120a path; also runs on sm_90a): the
@@ -597,10 +598,11 @@ __global__ void __launch_bounds__(kMtThreads, 1) out_proj_fp8_mma_smxx(
     int k_bytes, const float* __restrict__ act_scale, const float* __restrict__ w_scale,
     const bf16_t* residual, const bf16_t* __restrict__ gate, long long gate_stride, long long rows,
     const void* __restrict__ gate_index, int index_is_64, bf16_t* out) {
-  const EpiMmaGatedResidual<MmaYRowCol> epi{
+  using Epi = EpiMmaGatedResidual<MmaYRowCol>;
+  const Epi epi{
       {act_scale, w_scale, M, N}, residual, gate, gate_stride, rows, gate_index, index_is_64, M, N,
       out};
-  gemm_mma_tma_body<kFmt>(desc_a, desc_b, M, N, k_bytes, epi);
+  gemm_mma_tma_body<kFmt, Epi, false, MtSm120>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 #undef H3_OP_FUSED_PARAMS
 #undef H3_OP_EPI

@@ -46,6 +46,7 @@ struct EpiPreAttnBf16 {
 };
 
 // The BF16 op's epilogue on the mma.sync back end: the math, then bf16 pairs into the pack.
+template <int kScratch>
 struct EpiMmaPreAttnBf16 {
   MmaPreAttnMath math;
   int hp;
@@ -53,7 +54,7 @@ struct EpiMmaPreAttnBf16 {
 
   H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn,
                             u8* scratch) const {
-    math.apply(acc, row0, col0, wm, wn, scratch);
+    math.template apply<kScratch>(acc, row0, col0, wm, wn, scratch);
     const int lane = threadIdx.x % 32, q4 = lane % 4, M = math.M;
     const int kind = col0 / kPaKindCols;
     const int head = (col0 % kPaKindCols) / kPaHeadDim + wn / kPaHeadDim;
@@ -81,8 +82,9 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_bf16_mma_smxx(
     int k_bytes, const bf16_t* __restrict__ q_w, const bf16_t* __restrict__ k_w,
     const bf16_t* __restrict__ cs, int cs_rows, const void* __restrict__ pos, int pos_is_64,
     float qk_eps, int hp, bf16_t* __restrict__ out) {
-  const EpiMmaPreAttnBf16 epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, qk_eps}, hp, out};
-  gemm_mma_tma_body<0>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
+  using Epi = EpiMmaPreAttnBf16<MtSm120Scratch::kScratch>;
+  const Epi epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, qk_eps}, hp, out};
+  gemm_mma_tma_body<0, Epi, false, MtSm120Scratch>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -22,12 +22,13 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_nvfp4_smxx(
     float alpha_host, void* oq, void* ok, void* ov, u8* sfq, u8* sfk, u8* sfv, const float* sp_q,
     const float* sp_k, const float* sp_v, float sh_q, float sh_k, float sh_v) {
   const float alpha = Nvfp4Alpha{alpha_ptr, ga_ptr, gw_ptr, gw_host, alpha_host}.get();
-  const EpiMmaPreAttnQkv<kOut, MmaYAlpha> epi{{q_w, k_w, cs, nullptr, 0, cs_rows, M, qk_eps},
+  using Epi = EpiMmaPreAttnQkv<kOut, MmaYAlpha, kNvSm120PaScratch>;
+  const Epi epi{{q_w, k_w, cs, nullptr, 0, cs_rows, M, qk_eps},
                                               {alpha},
                                    {oq, ok, ov},
                                    {sfq, sfk, sfv},
                                    {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}};
-  gemm_nvfp4_body<EpiMmaPreAttnQkv<kOut, MmaYAlpha>, 3, kMtScratchBytes>(
+  gemm_nvfp4_body<Epi, kNvSm120Stages, kNvSm120PaScratch, kNvSm120BK>(
       desc_a, desc_b, desc_sfa, sfb, sfb_c4, M, 3 * kPaKindCols, k_bytes, epi);
 }
 

@@ -81,6 +81,20 @@ def sm_count(device_id: int) -> int:
     return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
 
 
+#: the opt-in shared memory per block of compute capability 12.0 (RTX 5090, RTX PRO 6000), 8.6
+#: and 8.9: 99 KiB. Every kernel that sm_120a runs fits it (h3/gemm_mma_tma.cuh's sm_120 plans).
+SM120_SMEM_LIMIT = 101376
+
+
+@functools.cache
+def smem_optin(device_id: int) -> int:
+    """The largest dynamic shared memory a block of this device may opt into (bytes):
+    232448 on H100 / H200, 101376 on sm_120 boards."""
+    import cupy
+
+    return int(cupy.cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"])
+
+
 #: ``fp8_mma_form`` values of SPEC §6: -1 the board's form, 0 the legacy ``m16n8k32`` e4m3
 #: mma.sync, 2 ``kind::mxf8f6f4`` with unit scales (SM120 only)
 FP8_MMA_FORMS: tuple[int, ...] = (-1, 0, 2)

@@ -75,7 +75,19 @@ def f32(v: float) -> np.float32:
 
 def _unlock_smem(kernel, smem: int) -> None:
     if smem > _SMEM_DEFAULT_LIMIT and _smem_unlocked.get(id(kernel), 0) < smem:
-        kernel.max_dynamic_shared_size_bytes = smem
+        try:
+            kernel.max_dynamic_shared_size_bytes = smem
+        except Exception as e:  # the driver refuses more than the device's opt-in limit
+            import cupy
+
+            dev = cupy.cuda.Device()
+            limit = dev.attributes.get("MaxSharedMemoryPerBlockOptin", "?")
+            raise RuntimeError(
+                f"a kernel launch needs {smem} bytes of shared memory per block, and this GPU "
+                f"(device {dev.id}) allows at most {limit}: this kernel variant is not built "
+                "for this GPU. Report it with the op and the GPU's name; h3cupy's sm_120a "
+                f"kernels are meant to fit 101376 bytes ({type(e).__name__}: {e})"
+            ) from e
         _smem_unlocked[id(kernel)] = smem
 
 

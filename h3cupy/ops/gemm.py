@@ -495,13 +495,16 @@ def tail_split_words(
 
 
 @functools.lru_cache(maxsize=256)
-def _tensor_map(ptr_: int, dtype: str, cols: int, rows: int, stride: int, box_rows: int):
-    """128B-swizzled tensor maps with 128-byte-wide boxes. They are pure functions of (address,
-    shape, box): cached, so a steady-state call encodes nothing."""
+def _tensor_map(
+    ptr_: int, dtype: str, cols: int, rows: int, stride: int, box_rows: int, box_bytes: int = 128
+):
+    """Swizzled tensor maps with ``box_bytes``-wide boxes (128: the 128B swizzle; 64: the 64B
+    swizzle, the sm_120 plans' k-tiles). They are pure functions of (address, shape, box):
+    cached, so a steady-state call encodes nothing."""
     from ..core import tma
 
-    box_cols = 64 if dtype == "bfloat16" else 128
-    return tma.encode_2d(ptr_, dtype, cols, rows, stride, box_cols, box_rows, swizzle=128)
+    box_cols = box_bytes // 2 if dtype == "bfloat16" else box_bytes
+    return tma.encode_2d(ptr_, dtype, cols, rows, stride, box_cols, box_rows, swizzle=box_bytes)
 
 
 @functools.lru_cache(maxsize=256)
@@ -739,15 +742,47 @@ GEMM_MMA_TMA = jit.ModuleSpec(
     "kernels/gemm_mma_tma.cu",
     tuple(
         f"h3::gemm_mma_tma_smxx<{code}{ws}>"
-        for ws in ("", ", true")
+        for ws in ("", ", true", ", false, true")
         for code, _, _, _ in GEMM_FORMATS.values()
     ),
 )
-_MT_SMEM = 4 * (128 + 256) * 128 + 32 * 1024 + 2 * 4 * 8 + 1024
+
+
+def mt_smem(plan: tuple[int, int, int]) -> int:
+    """Dynamic shared memory of the mma.sync skeleton under a plan ``(k-tile bytes, stages,
+    scratch bytes)`` (h3/gemm_mma_tma.cuh's MtCfg::kSmemBytes)."""
+    bk, stages, scratch = plan
+    return stages * (128 + 256) * bk + scratch + 2 * stages * 8 + 1024
+
+
+#: The mma.sync skeleton's shared-memory plans (h3/gemm_mma_tma.cuh): MT_BIG is Hopper-only
+#: (225 KiB); the sm_120 plans fit the 99 KiB of sm_120 boards (arch.SM120_SMEM_LIMIT) and are
+#: what every operator's mma.sync kernel runs, on the H200 too.
+MT_BIG = (128, 4, 32 * 1024)
+MT_SM120 = (64, 4, 0)
+MT_SM120_SCRATCH = (64, 3, 16 * 1024)  # the pre-attention epilogue's RoPE exchange
+
+
+def mt_maps(a_ptr: int, b_ptr: int, dtype: str, k: int, m: int, n: int, plan) -> tuple:
+    """The A ``[m, k]`` / B ``[n, k]`` tensor maps of the mma.sync skeleton under ``plan``
+    (boxes of the plan's k-tile bytes x 128 rows for A, x 256 rows for B)."""
+    stride = k * (2 if dtype == "bfloat16" else 1)
+    return (
+        _tensor_map(a_ptr, dtype, k, m, stride, 128, plan[0]),
+        _tensor_map(b_ptr, dtype, k, n, stride, 256, plan[0]),
+    )
 
 
 def gemm_mma_tma(
-    a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None, ws: bool = True
+    a,
+    b,
+    *,
+    fmt: str = "bf16",
+    row_scale=None,
+    col_scale=None,
+    out=None,
+    ws: bool | None = None,
+    sm120_plan: bool | None = None,
 ):
     """The same contract as :func:`gemm_mma_sync` on the engine's TMA skeleton with mma.sync
     consumers (sm_90a and sm_120a; ``cuda_src/kernels/gemm_mma_tma.cu``): persistent, TMA
@@ -756,6 +791,12 @@ def gemm_mma_tma(
     ahead, 7-12% faster on the H200 (2026-12-02, NOTES.md session 15); ``ws=False``: thread 0
     of the consumers does, three k-tiles ahead (the form the operators' mma.sync kernels use).
     Both give the same bits.
+
+    ``sm120_plan`` (None: when the device's opt-in shared memory is below the 225 KiB of the
+    128-byte k-tile ring, as on sm_120 boards): the plan that fits 99 KiB (64-byte k-tiles, 4
+    stages), built in the thread-0 form only (sm_120a has no setmaxnreg, and the producer
+    warpgroup's 168-register cap spills its block-scaled form); True forces it on the H200,
+    where it is tested. ``ws=None``: the producer warpgroup unless the sm_120 plan runs.
 
     K * element size must be a multiple of 128 bytes; N a multiple of 8. H200-verified
     (2026-12-01; sm_90a runs FP8 as f16 MMAs); the sm_120a form is compile- and SASS-checked.
@@ -773,11 +814,20 @@ def gemm_mma_tma(
         raise RuntimeError(
             f"gemm_mma_tma fmt={fmt!r} needs sm_90a or sm_120a, this GPU is {target}"
         )
+    if sm120_plan is None:
+        sm120_plan = arch.smem_optin(at.device) < mt_smem(MT_BIG)
+    if ws is None:
+        ws = not sm120_plan
+    if sm120_plan and ws:
+        raise ValueError(
+            "gemm_mma_tma: the sm_120 plan is built in the thread-0 form only; pass ws=False "
+            "(or leave ws=None), or sm120_plan=False on a GPU with 225 KiB of shared memory"
+        )
+    plan = MT_SM120 if sm120_plan else MT_BIG
     tdt = "bfloat16" if opfmt == "bf16" else "uint8"
-    desc_a = _tensor_map(at.ptr, tdt, k, m, k * esize, 128)
-    desc_b = _tensor_map(bt.ptr, tdt, k, n, k * esize, 256)
-    name = f"h3::gemm_mma_tma_smxx<{code}{', true' if ws else ''}>"
-    kernel = jit.get_kernel(GEMM_MMA_TMA, name, target)
+    desc_a, desc_b = mt_maps(at.ptr, bt.ptr, tdt, k, m, n, plan)
+    suffix = ", false, true" if sm120_plan else (", true" if ws else "")
+    kernel = jit.get_kernel(GEMM_MMA_TMA, f"h3::gemm_mma_tma_smxx<{code}{suffix}>", target)
     tiles = -(-m // 128) * -(-n // 256)
     launch(
         kernel,
@@ -785,7 +835,7 @@ def gemm_mma_tma(
         384 if ws else 256,
         (desc_a, desc_b, i32(m), i32(n), i32(k * esize), ptr(rs), ptr(cs), ptr(ot)),
         tensors=[t for t in (at, bt, rs, cs, ot) if t is not None],
-        smem=_MT_SMEM,
+        smem=mt_smem(plan),
     )
     return interop.export(ot)
 
@@ -832,7 +882,27 @@ def nvfp4_bf16_operands(aq, asf, wq, wsf, a_bf, w_bf, *, wave_tile: bool = False
 
 
 GEMM_NVFP4 = jit.ModuleSpec("kernels/gemm_nvfp4.cu", ("h3::gemm_nvfp4_smxx",))
-_NV_SMEM = 4 * (128 * 128 + 256 * 128 + 128 * 16 + 2 * 2048) + 2 * 4 * 8 + 1024
+
+
+def nv_smem(plan: tuple[int, int, int]) -> int:
+    """Dynamic shared memory of the NVFP4 skeleton (h3/gemm_nvfp4.cuh's nv_smem_bytes) under a
+    plan ``(k-tile code bytes, stages, scratch bytes)``."""
+    bk, stages, scratch = plan
+    return stages * (128 * bk + 256 * bk + 128 * 16 + 2 * 16 * bk) + scratch + 2 * stages * 8 + 1024
+
+
+#: The NVFP4 kernels' plans: 64-byte k-tiles, 3 stages (kNvSm120*), fitting sm_120's 99 KiB;
+#: the pre-attention epilogue adds 8 KiB of scratch.
+NV_SM120 = (64, 3, 0)
+NV_SM120_PA = (64, 3, 8 * 1024)
+
+
+def nv_maps(aq_ptr: int, bq_ptr: int, kh: int, m: int, n: int) -> tuple:
+    """The NVFP4 code maps (A ``[m, kh]``, B ``[n, kh]`` bytes) of the sm_120 plans."""
+    return (
+        _tensor_map(aq_ptr, "uint8", kh, m, kh, 128, NV_SM120[0]),
+        _tensor_map(bq_ptr, "uint8", kh, n, kh, 256, NV_SM120[0]),
+    )
 
 
 def _scalar_arg(value, name: str, dev: int):
@@ -950,8 +1020,7 @@ def gemm_nvfp4(
         raise RuntimeError(f"gemm_nvfp4 needs sm_90a or sm_120a, this GPU is {target}")
     from ..core import tma
 
-    desc_a = _tensor_map(at.ptr, "uint8", kh, m, kh, 128)
-    desc_b = _tensor_map(bt.ptr, "uint8", kh, n, kh, 256)
+    desc_a, desc_b = nv_maps(at.ptr, bt.ptr, kh, m, n)
     desc_sfa = tma.encode_2d(ast.ptr, "uint8", k // 16, m, k // 16, 16, 128)
     kernel = jit.get_kernel(GEMM_NVFP4, "h3::gemm_nvfp4_smxx", target)
     tiles = -(-m // 128) * -(-n // 256)
@@ -976,7 +1045,7 @@ def gemm_nvfp4(
             ptr(ot),
         ),
         tensors=[t for t in (at, ast, bt, bst, alpha_t, ga_t, gw_t, ot) if t is not None],
-        smem=_NV_SMEM,
+        smem=nv_smem(NV_SM120),
     )
     return interop.export(ot)
 

@@ -226,8 +226,7 @@ def _mlp_mma(form, aq, asc, w1, s1, yt, yq, ysc, w2, s2, rt, gt, g_stride, rows,
         min(-(-m // 128) * (2 * FFN // 256), arch.sm_count(dev)),
         256,
         (
-            gemm._tensor_map(aq.ptr, "uint8", D, m, D, 128),
-            gemm._tensor_map(w1.ptr, "uint8", D, 2 * FFN, D, 256),
+            *gemm.mt_maps(aq.ptr, w1.ptr, "uint8", D, m, 2 * FFN, gemm.MT_SM120),
             i32(m),
             i32(2 * FFN),
             i32(D),
@@ -236,7 +235,7 @@ def _mlp_mma(form, aq, asc, w1, s1, yt, yq, ysc, w2, s2, rt, gt, g_stride, rows,
             ptr(yt),
         ),
         tensors=[aq, asc, w1, s1, yt],
-        smem=gemm._MT_SMEM,
+        smem=gemm.mt_smem(gemm.MT_SM120),
     )
     launch(
         quant_kernel("quantize_rows_fp8_smxx", dev),

@@ -214,8 +214,7 @@ def launch_fp8_gemm_mma(code: int, aq, asc, wq, ws, rt, gt, gstride, rows, it, o
         min(-(-m // 128) * -(-D // 256), arch.sm_count(dev)),
         256,
         (
-            gemm._tensor_map(aq.ptr, "uint8", k, m, k, 128),
-            gemm._tensor_map(wq.ptr, "uint8", k, D, k, 256),
+            *gemm.mt_maps(aq.ptr, wq.ptr, "uint8", k, m, D, gemm.MT_SM120),
             i32(m),
             i32(D),
             i32(k),
@@ -225,7 +224,7 @@ def launch_fp8_gemm_mma(code: int, aq, asc, wq, ws, rt, gt, gstride, rows, it, o
             ptr(ot),
         ),
         tensors=[aq, asc, wq, ws, rt, gt, it, ot],
-        smem=gemm._MT_SMEM,
+        smem=gemm.mt_smem(gemm.MT_SM120),
     )
 
 
@@ -437,8 +436,7 @@ def minimax_h3_nvfp4_out_proj(
         min(tiles, arch.sm_count(dev)),
         256,
         (
-            gemm._tensor_map(aq.ptr, "uint8", kh, m, kh, 128),
-            gemm._tensor_map(wq.ptr, "uint8", kh, D, kh, 256),
+            *gemm.nv_maps(aq.ptr, wq.ptr, kh, m, D),
             tma.encode_2d(asf.ptr, "uint8", ATTN // 16, m, ATTN // 16, 16, 128),
             ptr(wsf),
             i32(ATTN // 64),
@@ -452,7 +450,7 @@ def minimax_h3_nvfp4_out_proj(
             ptr(ot),
         ),
         tensors=[t for t in (aq, asf, wq, wsf, ga, gw_t, rt, gt, it, ot) if t is not None],
-        smem=gemm._NV_SMEM,
+        smem=gemm.nv_smem(gemm.NV_SM120),
     )
     return interop.export(ot)
 

@@ -55,8 +55,6 @@ PRE_ATTENTION_NVFP4 = jit.ModuleSpec(
     tuple(f"h3::pre_attention_nvfp4_smxx<{mode}>" for mode in range(3))
     + tuple(f"h3::pre_attention_nvfp4_wg{c}_sm90<{m}>" for m in range(3) for c in ("_x2", "")),
 )
-#: shared memory of pre_attention_nvfp4_smxx: 3 NVFP4 stages, 32 KiB of epilogue scratch
-_NV_PA_SMEM = 3 * (128 * 128 + 256 * 128 + 128 * 16 + 2 * 2048) + 32 * 1024 + 2 * 3 * 8 + 1024
 
 #: GEMM back end: "auto" (wgmma on sm_90a, mma.sync on sm_120a), "wgmma" or "mma" (the TMA-fed
 #: mma.sync back end, sm_90a / sm_120a). A module setting, so that tests can run both on the H200.
@@ -249,8 +247,8 @@ def minimax_h3_bf16_pre_attention(
 def _launch_mma(at, qkv, qn, kn, cs, s_rows, pt, qk_eps, hp, ot, m, target) -> None:
     """Launch 2 on the TMA-fed mma.sync back end (128 x 256 tiles, 8 warps of 64 x 64)."""
     kernel = jit.get_kernel(PRE_ATTENTION, "h3::pre_attention_bf16_mma_smxx", target)
-    desc_a = gemm._tensor_map(at.ptr, "bfloat16", D, m, D * 2, 128)
-    desc_b = gemm._tensor_map(qkv.ptr, "bfloat16", D, QKV_ROWS, D * 2, 256)
+    plan = gemm.MT_SM120_SCRATCH  # the plan sm_120 boards can hold (99 KiB), on every target
+    desc_a, desc_b = gemm.mt_maps(at.ptr, qkv.ptr, "bfloat16", D, m, QKV_ROWS, plan)
     tiles = -(-m // 128) * (QKV_ROWS // 256)
     launch(
         kernel,
@@ -272,7 +270,7 @@ def _launch_mma(at, qkv, qn, kn, cs, s_rows, pt, qk_eps, hp, ot, m, target) -> N
             ptr(ot),
         ),
         tensors=[t for t in (at, qkv, qn, kn, cs, pt, ot) if t is not None],
-        smem=gemm._MT_SMEM,
+        smem=gemm.mt_smem(plan),
     )
 
 
@@ -455,8 +453,7 @@ def minimax_h3_fp8_pre_attention(
             min(-(-m // 128) * (QKV_ROWS // 256), arch.sm_count(dev)),
             256,
             (
-                gemm._tensor_map(aq.ptr, "uint8", D, m, D, 128),
-                gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, 256),
+                *gemm.mt_maps(aq.ptr, wq.ptr, "uint8", D, m, QKV_ROWS, gemm.MT_SM120_SCRATCH),
                 i32(m),
                 i32(D),
                 ptr(qn),
@@ -470,7 +467,7 @@ def minimax_h3_fp8_pre_attention(
                 *_mode_args(sfs, scal),
             ),
             tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs] + _mode_tensors(sfs, scal),
-            smem=gemm._MT_SMEM,
+            smem=gemm.mt_smem(gemm.MT_SM120_SCRATCH),
         )
         return _result(outs, sfs)
     # M > 256: FP8_TILE's tiles; else 128 x 128 single CTAs
@@ -727,8 +724,7 @@ def minimax_h3_nvfp4_pre_attention(
         min(tiles, arch.sm_count(dev)),
         256,
         (
-            gemm._tensor_map(aq.ptr, "uint8", kh, m, kh, 128),
-            gemm._tensor_map(wq.ptr, "uint8", kh, QKV_ROWS, kh, 256),
+            *gemm.nv_maps(aq.ptr, wq.ptr, kh, m, QKV_ROWS),
             tma.encode_2d(asf.ptr, "uint8", D // 16, m, D // 16, 16, 128),
             ptr(wsf),
             i32(D // 64),
@@ -750,6 +746,6 @@ def minimax_h3_nvfp4_pre_attention(
         tensors=[xt, aq, asf, wq, wsf, ga, qn, kn, cs, *outs]
         + _mode_tensors(sfs, scal)
         + [t for t in (gw_t, alpha_t) if t is not None],
-        smem=_NV_PA_SMEM,
+        smem=gemm.nv_smem(gemm.NV_SM120_PA),
     )
     return _result(outs, sfs)

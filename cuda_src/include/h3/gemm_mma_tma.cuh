@@ -2,13 +2,20 @@
 // accumulation, the epilogue a functor (the plain one: C = bf16((acc * row_scale[m]) *
 // col_scale[n]), kernels/gemm_mma_tma.cu).
 //
-// * A [M, K], B [N, K] row-major, bf16 or e4m3, loaded by TMA (128-byte swizzle, boxes of
-//   128 bytes x 128 rows for A and x 256 rows for B; zeros past M and N) into a 4-stage ring
-//   with full / empty mbarriers, as gemm_sm90.cuh.
+// * A [M, K], B [N, K] row-major, bf16 or e4m3, loaded by TMA (boxes of Cfg::kBK bytes x 128 rows
+//   for A and x 256 rows for B, swizzled over the same span; zeros past M and N) into a ring of
+//   Cfg::kStages stages with full / empty mbarriers, as gemm_sm90.cuh.
+// * The shared-memory plan (MtCfg) is a template parameter: MtBig (128-byte k-tiles, 4 stages,
+//   32 KiB of epilogue scratch: 225 KiB, Hopper only) and the plans that fit the 99 KiB
+//   (101376-byte) opt-in limit of sm_120 boards (RTX 5090 / PRO 6000): MtSm120 (64-byte k-tiles,
+//   4 stages, no scratch: 99392 bytes) and MtSm120Scratch (64-byte k-tiles, 3 stages, 16 KiB of
+//   scratch: 90160 bytes). The operators' mma.sync kernels use the sm_120 plans on every target,
+//   so the layout that sm_120a runs is the one tested on the H200.
 // * 256 threads, 8 warps in a 2 x 4 grid, each owning a 64 x 64 block of the 128 x 256 tile: per
 //   32-byte k-step, four ldmatrix.x4 for A (four m16 row blocks), four for B (eight n8 column
 //   blocks), 32 mma.sync. The swizzled smem address of 16-byte chunk c of row r is
-//   r * 128 + ((c ^ (r % 8)) * 16).
+//   r * 128 + ((c ^ (r % 8)) * 16) for 128-byte k-tiles (TMA's 128B swizzle) and
+//   r * 64 + ((c ^ ((r / 2) % 4)) * 16) for 64-byte ones (the 64B swizzle).
 // * Thread 0 is also the producer: at k-iteration `it` it issues the loads of iteration
 //   it + kStages - 1 (crossing into the CTA's next tile), after that stage's empty barrier says
 //   every warp has released it. A dedicated producer warp would make 9 warps, and the register
@@ -32,36 +39,66 @@
 
 namespace h3 {
 
-constexpr int kMtBM = 128, kMtBN = 256, kMtBK = 128;  // BK in bytes
-constexpr int kMtStages = 4;
-constexpr int kMtABytes = kMtBM * kMtBK, kMtStageBytes = (kMtBM + kMtBN) * kMtBK;  // 48 KiB
+constexpr int kMtBM = 128, kMtBN = 256;
 constexpr int kMtThreads = 256;
 constexpr int kMtWsThreads = 384;  // the warp-specialized form (kWS)
-constexpr int kMtScratchBytes = 32 * 1024;  // epilogue scratch (cross-warp exchanges)
-constexpr int kMtSmemBytes = kMtStages * kMtStageBytes + kMtScratchBytes + 2 * kMtStages * 8 + 1024;
+constexpr int kMtScratchBytes = 32 * 1024;  // MtBig's epilogue scratch (cross-warp exchanges)
+// The opt-in shared-memory limit per block of sm_120 (and sm_86 / sm_89) parts.
+constexpr int kSm120SmemLimit = 101376;
+
+// A shared-memory plan: k-tile bytes (128 or 64, also the TMA box width and swizzle span),
+// ring stages, epilogue scratch bytes. Mirrored in h3cupy/ops/gemm.py (MT_PLANS).
+template <int kBK_, int kStages_, int kScratch_>
+struct MtCfg {
+  static constexpr int kBK = kBK_, kStages = kStages_, kScratch = kScratch_;
+  static constexpr int kABytes = kMtBM * kBK, kStageBytes = (kMtBM + kMtBN) * kBK;
+  static constexpr int kSmemBytes = kStages * kStageBytes + kScratch + 2 * kStages * 8 + 1024;
+  static_assert(kBK == 128 || kBK == 64, "k-tiles of 128 or 64 bytes");
+};
+using MtBig = MtCfg<128, 4, kMtScratchBytes>;
+using MtSm120 = MtCfg<64, 4, 0>;
+using MtSm120Scratch = MtCfg<64, 3, 16 * 1024>;
+template <bool kSm120>
+struct MtPlan {
+  using Cfg = MtBig;
+};
+template <>
+struct MtPlan<true> {
+  using Cfg = MtSm120;
+};
+static_assert(MtSm120::kSmemBytes <= kSm120SmemLimit, "MtSm120 must fit sm_120's 99 KiB");
+static_assert(MtSm120Scratch::kSmemBytes <= kSm120SmemLimit, "MtSm120Scratch must fit 99 KiB");
 
 H3_DEVICE u32 swz128(u32 base, int r, int c) { return base + r * 128 + (((c ^ r) & 7) << 4); }
+H3_DEVICE u32 swz64(u32 base, int r, int c) { return base + r * 64 + (((c ^ (r >> 1)) & 3) << 4); }
+// 16-byte chunk c of row r in a k-tile of kBK bytes (TMA's swizzle of the same span).
+template <int kBK>
+H3_DEVICE u32 swz_bk(u32 base, int r, int c) {
+  if constexpr (kBK == 128) return swz128(base, r, c);
+  else return swz64(base, r, c);
+}
 
 // The skeleton; `epi(acc, row0, col0, wm, wn, scratch)` runs once per tile in every warp, with
 // acc[mi][ni][r] the warp's 64 x 64 block at rows row0 + wm + 16 mi + mma_c_row(lane, r), columns
-// col0 + wn + 8 ni + mma_c_col(lane, r), and `scratch` the kMtScratchBytes of shared memory
+// col0 + wn + 8 ni + mma_c_col(lane, r), and `scratch` the Cfg::kScratch bytes of shared memory
 // behind the ring (all 256 threads reach the epilogue together, so it may __syncthreads()).
-template <int kFmt, class Epi, bool kWS = false>
+template <int kFmt, class Epi, bool kWS = false, class Cfg = MtBig>
 H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int M, int N,
                                  int k_bytes, const Epi& epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ u8 smem_raw[];
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
-  u8* scratch = smem + kMtStages * kMtStageBytes;
-  u64* full = reinterpret_cast<u64*>(scratch + kMtScratchBytes);
-  u64* empty = full + kMtStages;
+  constexpr int kStages = Cfg::kStages, kBK = Cfg::kBK;
+  u8* scratch = smem + kStages * Cfg::kStageBytes;
+  u64* full = reinterpret_cast<u64*>(scratch + Cfg::kScratch);
+  u64* empty = full + kStages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int k_tiles = k_bytes / kMtBK;
+  const int k_tiles = k_bytes / kBK;
   const TileOrder order{(M + kMtBM - 1) / kMtBM, (N + kMtBN - 1) / kMtBN, 16};
-  constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
+  constexpr int kElemsPerRow = kFmt == 0 ? kBK / 2 : kBK;  // per k-tile
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kMtStages; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], 8);
     }
@@ -71,15 +108,15 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
 
   // Loads of k-iteration `j` of this CTA (tile j / k_tiles of its sequence), by thread 0.
   auto produce = [&](int j) {
-    const int s = j % kMtStages;
-    if (j >= kMtStages) mbar_wait(&empty[s], ((j / kMtStages) & 1) ^ 1);
+    const int s = j % kStages;
+    if (j >= kStages) mbar_wait(&empty[s], ((j / kStages) & 1) ^ 1);
     int mt, nt;
     order.tile(blockIdx.x + (j / k_tiles) * gridDim.x, mt, nt);
     const int kt = j % k_tiles;
-    u8* st = smem + s * kMtStageBytes;
-    mbar_arrive_expect_tx(&full[s], kMtStageBytes);
+    u8* st = smem + s * Cfg::kStageBytes;
+    mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
     tma_load_2d(st, &desc_a, kt * kElemsPerRow, mt * kMtBM, &full[s]);
-    tma_load_2d(st + kMtABytes, &desc_b, kt * kElemsPerRow, nt * kMtBN, &full[s]);
+    tma_load_2d(st + Cfg::kABytes, &desc_b, kt * kElemsPerRow, nt * kMtBN, &full[s]);
   };
   const int my_tiles = blockIdx.x < order.count()
                            ? (order.count() - blockIdx.x + gridDim.x - 1) / gridDim.x
@@ -94,7 +131,7 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
     }
     setmaxnreg_inc<232>();
   } else if (threadIdx.x == 0) {
-    for (int j = 0; j < kMtStages - 1 && j < total; ++j) produce(j);
+    for (int j = 0; j < kStages - 1 && j < total; ++j) produce(j);
   }
 
   const int cw = kWS ? warp - 4 : warp;  // consumer warp 0 .. 7
@@ -111,20 +148,20 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      if (!kWS && threadIdx.x == 0 && it + kMtStages - 1 < total) produce(it + kMtStages - 1);
-      const int s = it % kMtStages;
-      mbar_wait(&full[s], (it / kMtStages) & 1);
-      const u32 sa = smem_addr(smem + s * kMtStageBytes);
-      const u32 sb = sa + kMtABytes;
+      if (!kWS && threadIdx.x == 0 && it + kStages - 1 < total) produce(it + kStages - 1);
+      const int s = it % kStages;
+      mbar_wait(&full[s], (it / kStages) & 1);
+      const u32 sa = smem_addr(smem + s * Cfg::kStageBytes);
+      const u32 sb = sa + Cfg::kABytes;
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {  // 32-byte k-steps: chunks 2 ks, 2 ks + 1
+      for (int ks = 0; ks < kBK / 32; ++ks) {  // 32-byte k-steps: chunks 2 ks, 2 ks + 1
         u32 af[4][4];
 #pragma unroll
         for (int mi = 0; mi < 4; ++mi) {
           const int r = wm + mi * 16 + (lane & 15);
           asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                        : "=r"(af[mi][0]), "=r"(af[mi][1]), "=r"(af[mi][2]), "=r"(af[mi][3])
-                       : "r"(swz128(sa, r, 2 * ks + (lane >> 4)))
+                       : "r"(swz_bk<kBK>(sa, r, 2 * ks + (lane >> 4)))
                        : "memory");
         }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
@@ -143,7 +180,7 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
           const int r = wn + np * 16 + (lane & 7) + ((lane >> 4) << 3);
           asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                        : "=r"(bfr[0]), "=r"(bfr[1]), "=r"(bfr[2]), "=r"(bfr[3])
-                       : "r"(swz128(sb, r, 2 * ks + ((lane >> 3) & 1)))
+                       : "r"(swz_bk<kBK>(sb, r, 2 * ks + ((lane >> 3) & 1)))
                        : "memory");
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
@@ -176,13 +213,12 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
       }
       // NOTE: ptxas places the arrival that frees the stage right behind the warp's last
       // ldmatrix, above the MMAs that consume it, and the arrival does not wait for those reads.
-      // kWS: the producer warpgroup refills as soon as the last warp arrives, so each lane first
-      // orders its reads of the stage before the refill's async-proxy (TMA) writes; without the
-      // fence that form gave wrong, unrepeatable products on the H200 (benchmarks/NOTES.md,
-      // session 15). The thread-0 form (and the operators' kernels on it) refills only after
-      // warp 0's own MMAs, and no run has shown the race there; the same fence would close it
-      // for certain, and is not yet GPU-tested in that form (NOTES.md, session 15, "Next").
-      if constexpr (kWS) fence_proxy_async_smem();
+      // So each lane first orders its reads of the stage before the refill's async-proxy (TMA)
+      // writes. Without this fence the producer-warpgroup form (kWS), which refills as soon as
+      // the last warp arrives, gave wrong, unrepeatable products on the H200 (benchmarks/NOTES.md,
+      // session 15); the thread-0 form refills only after warp 0's own MMAs and never showed it,
+      // but the pattern is the same, so every form fences (session 16).
+      fence_proxy_async_smem();
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
     }

@@ -6,13 +6,16 @@
 // A scales ue4m3 [M, K/16] linear; B codes uint8 [N, K/2], B scales 128x4-swizzled (flat
 // ceil(N/128)*128 * c4*4 bytes, c4 = ceil(K/64)); alpha fp32.
 //
-// * Stages of 256 K-elements (128 code bytes): A codes (TMA, 128B swizzle, 128 rows), B codes
-//   (256 rows), A scales (TMA box of 16 bytes x 128 rows), B scales (two 1-D bulk copies of
-//   2 KiB: for a 128-row group the 16 scale columns of a stage are four consecutive 512-byte
-//   blocks of the swizzled layout). 54 KiB per stage, 4 stages.
+// * Stages of 2 kBK K-elements (kBK code bytes, 128 or 64): A codes (TMA, swizzled over kBK
+//   bytes, 128 rows), B codes (256 rows), A scales (TMA box of 16 bytes x 128 rows, holding the
+//   k-tile's kBK / 8 columns at byte (kt * kBK % 128) / 8 of each row), B scales (two 1-D bulk
+//   copies of 16 kBK bytes: for a 128-row group the kBK / 8 scale columns of a k-tile are kBK /
+//   32 consecutive 512-byte blocks of the swizzled layout). kBK = 64: 28 KiB per stage, 3 stages
+//   (sm_120's 99 KiB); kBK = 128: 54 KiB (Hopper only).
 // * 8 warps of 64 x 64, one k64 MMA step per 32 code bytes. The scale bytes of row / column r
 //   for k64 step ks are 4 consecutive bytes in shared memory, byte j = K-block j:
-//   A at r * 16 + 4 ks; B at (r / 128) * 2048 + ks * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4.
+//   A at r * 16 + (kt * kBK % 128) / 8 + 4 ks; B at (r / 128) * 16 kBK + ks * 512 + (r % 32) * 16
+//   + ((r % 128) / 32) * 4.
 // * sm_120a: mma.sync kind::mxf4nvf4.block_scale.scale_vec::4X.m16n8k64 with selectors {0, 0}:
 //   lane l supplies A's scales for row l / 4 + 8 (l % 2) of the m16 block and B's for column
 //   l / 4 of the n8 block (PTX ISA 9.1 section 9.7.14.3; the row-per-lane map and byte order as
@@ -29,32 +32,45 @@
 
 namespace h3 {
 
-constexpr int kNvBM = 128, kNvBN = 256, kNvBK = 128;  // BK in code bytes (256 elements)
-constexpr int kNvStages = 4;
-constexpr int kNvABytes = kNvBM * kNvBK, kNvBBytes = kNvBN * kNvBK;
-constexpr int kNvSfaBytes = kNvBM * 16, kNvSfbBytes = 2 * 2048;
-constexpr int kNvStageBytes = kNvABytes + kNvBBytes + kNvSfaBytes + kNvSfbBytes;  // 54 KiB
-constexpr int kNvSmemBytes = kNvStages * kNvStageBytes + 2 * kNvStages * 8 + 1024;
-// Shared memory of gemm_nvfp4_body<Epi, kStages, kScratch>: kStages * kNvStageBytes + kScratch +
-// 2 * kStages * 8 + 1024 (mirrored in h3cupy/ops).
+constexpr int kNvBM = 128, kNvBN = 256;
+// Stage bytes of a kBK-code-byte k-tile: A and B codes, the A-scale box (16 bytes x 128 rows:
+// this k-tile's kBK / 8 scale bytes per row, and for kBK = 64 the neighbouring k-tile's too), and
+// two 128-row groups of B scales (kBK / 32 blocks of 512 bytes each).
+template <int kBK>
+struct NvStage {
+  static constexpr int kBytes = kNvBM * kBK + kNvBN * kBK + kNvBM * 16 + 2 * 16 * kBK;
+};
+// Shared memory of gemm_nvfp4_body<Epi, kStages, kScratch, kBK>, NvSmem (mirrored in h3cupy/ops/gemm.py):
+// kBK = 128 (54 KiB stages) runs only on Hopper-sized shared memory; the kernels use kBK = 64
+// (28 KiB stages), whose 3-stage ring (plus 8 KiB of scratch for the pre-attention epilogue)
+// fits sm_120's 99 KiB.
+template <int kBK, int kStages, int kScratch>
+struct NvSmem {
+  static constexpr int kBytes = kStages * NvStage<kBK>::kBytes + kScratch + 2 * kStages * 8 + 1024;
+};
+constexpr int kNvSm120BK = 64, kNvSm120Stages = 3, kNvSm120PaScratch = 8 * 1024;
+static_assert(NvSmem<kNvSm120BK, kNvSm120Stages, kNvSm120PaScratch>::kBytes <= kSm120SmemLimit,
+              "the NVFP4 sm_120 plan must fit 99 KiB");
 
 H3_DEVICE float ue4m3_byte(u32 word, int j) { return e4m3_to_f32(static_cast<u8>(word >> (8 * j))); }
 
 // The skeleton; `epi(acc, row0, col0, wm, wn, scratch)` runs once per tile in every warp with the
 // warp's 64 x 64 block (the layout of h3/gemm_mma_tma.cuh); `scratch` is kScratch bytes of
 // shared memory behind the ring (all 256 threads reach the epilogue together).
-template <class Epi, int kStages = kNvStages, int kScratch = 0>
+template <class Epi, int kStages, int kScratch, int kBK>
 H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
                                const TmaDesc& desc_sfa, const u8* __restrict__ sfb, int sfb_c4,
                                int M, int N, int k_bytes, const Epi& epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ u8 smem_raw[];
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
-  u8* scratch = smem + kStages * kNvStageBytes;
+  constexpr int kABytes = kNvBM * kBK, kBBytes = kNvBN * kBK, kSfaBytes = kNvBM * 16;
+  constexpr int kSfbGroup = 16 * kBK, kStageBytes = NvStage<kBK>::kBytes;
+  u8* scratch = smem + kStages * kStageBytes;
   u64* full = reinterpret_cast<u64*>(scratch + kScratch);
   u64* empty = full + kStages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q4 = lane % 4;
-  const int k_tiles = k_bytes / kNvBK;
+  const int k_tiles = k_bytes / kBK;
   const int row_groups = (N + 127) / 128;
   const TileOrder order{(M + kNvBM - 1) / kNvBM, (N + kNvBN - 1) / kNvBN, 16};
 
@@ -73,18 +89,18 @@ H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
     int mt, nt;
     order.tile(blockIdx.x + (j / k_tiles) * gridDim.x, mt, nt);
     const int kt = j % k_tiles;
-    u8* st = smem + s * kNvStageBytes;
+    u8* st = smem + s * kStageBytes;
     const int rg0 = nt * 2, groups = min(2, row_groups - rg0);
-    mbar_arrive_expect_tx(&full[s], kNvABytes + kNvBBytes + kNvSfaBytes + groups * 2048);
-    tma_load_2d(st, &desc_a, kt * kNvBK, mt * kNvBM, &full[s]);
-    tma_load_2d(st + kNvABytes, &desc_b, kt * kNvBK, nt * kNvBN, &full[s]);
-    tma_load_2d(st + kNvABytes + kNvBBytes, &desc_sfa, kt * 16, mt * kNvBM, &full[s]);
+    mbar_arrive_expect_tx(&full[s], kABytes + kBBytes + kSfaBytes + groups * kSfbGroup);
+    tma_load_2d(st, &desc_a, kt * kBK, mt * kNvBM, &full[s]);
+    tma_load_2d(st + kABytes, &desc_b, kt * kBK, nt * kNvBN, &full[s]);
+    tma_load_2d(st + kABytes + kBBytes, &desc_sfa, (kt * kBK / 128) * 16, mt * kNvBM, &full[s]);
     for (int r = 0; r < groups; ++r) {
-      const u8* src = sfb + (static_cast<i64>(rg0 + r) * sfb_c4 + 4 * kt) * 512;
+      const u8* src = sfb + (static_cast<i64>(rg0 + r) * sfb_c4 + (kBK / 32) * kt) * 512;
       asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 2048, "
-          "[%2];" ::"r"(smem_addr(st + kNvABytes + kNvBBytes + kNvSfaBytes + r * 2048)),
-          "l"(src), "r"(smem_addr(&full[s]))
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+          "[%3];" ::"r"(smem_addr(st + kABytes + kBBytes + kSfaBytes + r * kSfbGroup)),
+          "l"(src), "n"(kSfbGroup), "r"(smem_addr(&full[s]))
           : "memory");
     }
   };
@@ -110,33 +126,33 @@ H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
       if (threadIdx.x == 0 && it + kStages - 1 < total) produce(it + kStages - 1);
       const int s = it % kStages;
       mbar_wait(&full[s], (it / kStages) & 1);
-      u8* st = smem + s * kNvStageBytes;
-      const u32 sa = smem_addr(st), sb = sa + kNvABytes;
-      const u8* sfa_s = st + kNvABytes + kNvBBytes;
-      const u8* sfb_s = sfa_s + kNvSfaBytes;
+      u8* st = smem + s * kStageBytes;
+      const u32 sa = smem_addr(st), sb = sa + kABytes;
+      const u8* sfa_s = st + kABytes + kBBytes + (kt * kBK % 128) / 8;  // this k-tile's columns
+      const u8* sfb_s = st + kABytes + kBBytes + kSfaBytes;
       // The 4 scale bytes of local B column n for k64 step ks (byte j = K-block j).
       auto sfb_word = [&](int n, int ks) {
-        return *reinterpret_cast<const u32*>(sfb_s + (n / 128) * 2048 + ks * 512 + (n % 32) * 16 +
+        return *reinterpret_cast<const u32*>(sfb_s + (n / 128) * kSfbGroup + ks * 512 + (n % 32) * 16 +
                                              ((n % 128) / 32) * 4);
       };
 // NOTE: not unrolled: ks only offsets addresses, and a 4x unrolled step (native) keeps ~255
 // registers live and spills at the 255 cap; the emulated step is large anyway.
 #pragma unroll 1
-      for (int ks = 0; ks < 4; ++ks) {  // k64 steps of 32 code bytes
+      for (int ks = 0; ks < kBK / 32; ++ks) {  // k64 steps of 32 code bytes
         u32 af[4][4];
 #pragma unroll
         for (int mi = 0; mi < 4; ++mi) {
           const int r = wm + mi * 16 + (lane & 15);
           asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                        : "=r"(af[mi][0]), "=r"(af[mi][1]), "=r"(af[mi][2]), "=r"(af[mi][3])
-                       : "r"(swz128(sa, r, 2 * ks + (lane >> 4)))
+                       : "r"(swz_bk<kBK>(sa, r, 2 * ks + (lane >> 4)))
                        : "memory");
         }
         auto load_b = [&](int np, u32(&bfr)[4]) {
           const int r = wn + np * 16 + (lane & 7) + ((lane >> 4) << 3);
           asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                        : "=r"(bfr[0]), "=r"(bfr[1]), "=r"(bfr[2]), "=r"(bfr[3])
-                       : "r"(swz128(sb, r, 2 * ks + ((lane >> 3) & 1)))
+                       : "r"(swz_bk<kBK>(sb, r, 2 * ks + ((lane >> 3) & 1)))
                        : "memory");
         };
 #if H3_HAS_SM120_MMA
@@ -194,6 +210,7 @@ H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
         }
 #endif
       }
+      fence_proxy_async_smem();  // the reads of the stage before its refill (gemm_mma_tma.cuh)
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
     }

@@ -158,7 +158,9 @@ struct MmaPreAttnMath {
     return static_cast<int>(p < 0 ? 0 : (p >= cs_rows ? cs_rows - 1 : p));
   }
 
-  // In place on the warp's 64 x 64 block; `scratch`: 32 KiB of shared memory, all 256 threads.
+  // In place on the warp's 64 x 64 block; `scratch`: kScratch bytes of shared memory (8, 16 or
+  // 32 KiB: the RoPE exchange runs in kScratch / 8 KiB-row-block rounds), all 256 threads.
+  template <int kScratch>
   H3_DEVICE void apply(float (&acc)[4][8][4], int row0, int col0, int wm, int wn,
                        u8* scratch) const {
     const int lane = threadIdx.x % 32, q4 = lane % 4, warp = threadIdx.x / 32;
@@ -196,8 +198,11 @@ struct MmaPreAttnMath {
           rstd[mi][h] = rsqrtf((rr[0] + rr[1]) * (1.f / kPaHeadDim) + qk_eps);
         }
       __syncthreads();  // red is read by everyone before the exchange reuses the scratch
-      // Normalize, then publish the columns the partner warp needs for RoPE: half 0 its dims
-      // [16, 48) (ni 2..5), half 1 its dims [64, 96) (ni 0..3): 64 rows x 32 dims per warp.
+      // Normalize; then, in rounds of kRoundMi 16-row blocks, publish the columns the partner
+      // warp needs for RoPE (half 0 its dims [16, 48) = ni 2..5, half 1 its dims [64, 96) = ni
+      // 0..3: 16 rows x 32 dims per warp and row block, 8 KiB over the 8 warps) and rotate.
+      constexpr int kRoundMi = kScratch / 8192;
+      static_assert(kRoundMi == 1 || kRoundMi == 2 || kRoundMi == 4, "8, 16 or 32 KiB");
       bf16_t* xbuf = reinterpret_cast<bf16_t*>(scratch);
       const int ni0 = half == 0 ? 2 : 0;
 #pragma unroll
@@ -208,64 +213,76 @@ struct MmaPreAttnMath {
           for (int ni = 0; ni < 8; ++ni) {
             const int d = 64 * half + 8 * ni + 2 * q4;
             const u32 gw = *reinterpret_cast<const u32*>(g + d);
-            const float n0 = round_bf16((acc[mi][ni][2 * h] * rstd[mi][h]) * __uint_as_float(gw << 16));
-            const float n1 =
-                round_bf16((acc[mi][ni][2 * h + 1] * rstd[mi][h]) * __uint_as_float(gw & 0xffff0000u));
-            acc[mi][ni][2 * h] = n0;
-            acc[mi][ni][2 * h + 1] = n1;
-            if (ni >= ni0 && ni < ni0 + 4) {
-              const int rr = 16 * mi + lane / 4 + 8 * h, cc = 8 * (ni - ni0) + 2 * q4;
-              *reinterpret_cast<u32*>(xbuf + (warp * 64 + rr) * 32 + cc) =
-                  pack_bf16x2(f32_to_bf16(n0), f32_to_bf16(n1));
+            acc[mi][ni][2 * h] =
+                round_bf16((acc[mi][ni][2 * h] * rstd[mi][h]) * __uint_as_float(gw << 16));
+            acc[mi][ni][2 * h + 1] = round_bf16((acc[mi][ni][2 * h + 1] * rstd[mi][h]) *
+                                                __uint_as_float(gw & 0xffff0000u));
+          }
+#pragma unroll
+      for (int r0 = 0; r0 < 4 / kRoundMi; ++r0) {
+        const int m0 = r0 * kRoundMi;
+#pragma unroll
+        for (int j = 0; j < kRoundMi; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int ni = 0; ni < 8; ++ni) {  // (ni0 is not a constant: no acc[.][ni0 + i])
+              const int mi = m0 + j;
+              const int rr = 16 * j + lane / 4 + 8 * h, cc = 8 * (ni - ni0) + 2 * q4;
+              if (ni >= ni0 && ni < ni0 + 4)
+                *reinterpret_cast<u32*>(xbuf + (warp * 16 * kRoundMi + rr) * 32 + cc) =
+                    pack_bf16x2(f32_to_bf16(acc[mi][ni][2 * h]), f32_to_bf16(acc[mi][ni][2 * h + 1]));
+            }
+        __syncthreads();
+        // the partner warp's columns of this round's rows
+        const bf16_t* pbuf = xbuf + (warp ^ 1) * 16 * kRoundMi * 32;
+#pragma unroll
+        for (int j = 0; j < kRoundMi; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int mi = m0 + j;
+            const int rr = 16 * mi + lane / 4 + 8 * h, pr = 16 * j + lane / 4 + 8 * h;  // pr: in pbuf
+            const bf16_t* csr = cs + static_cast<i64>(position(row0 + wm + rr)) * 96;
+            auto c_at = [&](int d) { return bf16_to_f32(csr[d]); };
+            if (half == 0) {
+              // dims [0, 16) pair with [48, 64) in this thread: both outputs from the old values
+#pragma unroll
+              for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const int d = 8 * ni + 2 * q4 + e;
+                  const float lo = acc[mi][ni][2 * h + e], hi = acc[mi][ni + 6][2 * h + e];
+                  const float c = c_at(d), sn = c_at(48 + d);
+                  acc[mi][ni][2 * h + e] = round_bf16(__fmaf_rn(lo, c, -(hi * sn)));
+                  acc[mi][ni + 6][2 * h + e] = round_bf16(__fmaf_rn(hi, c, lo * sn));
+                }
+              // dims [16, 48): the partner d + 48 comes from the other warp
+#pragma unroll
+              for (int ni = 2; ni < 6; ++ni)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const int d = 8 * ni + 2 * q4 + e;
+                  const float lo = acc[mi][ni][2 * h + e];
+                  const float hi = bf16_to_f32(pbuf[pr * 32 + (d - 16)]);
+                  acc[mi][ni][2 * h + e] =
+                      round_bf16(__fmaf_rn(lo, c_at(d), -(hi * c_at(48 + d))));
+                }
+            } else {
+              // dims [64, 96): out_d = n_d c + n_{d-48} s with c = cs[d - 48], s = cs[d]; the
+              // partner d - 48 in [16, 48) comes from the other warp; dims [96, 128) pass through
+#pragma unroll
+              for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const int d = 64 + 8 * ni + 2 * q4 + e;
+                  const float hi = acc[mi][ni][2 * h + e];
+                  const float lo = bf16_to_f32(pbuf[pr * 32 + (d - 64)]);
+                  acc[mi][ni][2 * h + e] = round_bf16(__fmaf_rn(hi, c_at(d - 48), lo * c_at(d)));
+                }
             }
           }
-      __syncthreads();
-      const bf16_t* pbuf = xbuf + (warp ^ 1) * 64 * 32;  // the partner warp's columns
-#pragma unroll
-      for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int rr = 16 * mi + lane / 4 + 8 * h;
-          const bf16_t* csr = cs + static_cast<i64>(position(row0 + wm + rr)) * 96;
-          auto c_at = [&](int d) { return bf16_to_f32(csr[d]); };
-          if (half == 0) {
-            // dims [0, 16) pair with [48, 64) in this thread: both outputs from the old values
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int d = 8 * ni + 2 * q4 + e;
-                const float lo = acc[mi][ni][2 * h + e], hi = acc[mi][ni + 6][2 * h + e];
-                const float c = c_at(d), sn = c_at(48 + d);
-                acc[mi][ni][2 * h + e] = round_bf16(__fmaf_rn(lo, c, -(hi * sn)));
-                acc[mi][ni + 6][2 * h + e] = round_bf16(__fmaf_rn(hi, c, lo * sn));
-              }
-            // dims [16, 48): the partner d + 48 comes from the other warp
-#pragma unroll
-            for (int ni = 2; ni < 6; ++ni)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int d = 8 * ni + 2 * q4 + e;
-                const float lo = acc[mi][ni][2 * h + e];
-                const float hi = bf16_to_f32(pbuf[rr * 32 + (d - 16)]);
-                acc[mi][ni][2 * h + e] =
-                    round_bf16(__fmaf_rn(lo, c_at(d), -(hi * c_at(48 + d))));
-              }
-          } else {
-            // dims [64, 96): out_d = n_d c + n_{d-48} s with c = cs[d - 48], s = cs[d]; the
-            // partner d - 48 in [16, 48) comes from the other warp; dims [96, 128) pass through
-#pragma unroll
-            for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int d = 64 + 8 * ni + 2 * q4 + e;
-                const float hi = acc[mi][ni][2 * h + e];
-                const float lo = bf16_to_f32(pbuf[rr * 32 + (d - 64)]);
-                acc[mi][ni][2 * h + e] = round_bf16(__fmaf_rn(hi, c_at(d - 48), lo * c_at(d)));
-              }
-          }
-        }
-      __syncthreads();  // the exchange buffer is free again for the next tile
+        __syncthreads();  // the exchange buffer is free again (next round, next tile)
+      }
     }
   }
 };
@@ -275,8 +292,8 @@ struct MmaPreAttnMath {
 // math, then the out mode (kOut 0 bf16, 1 e4m3, 2 nvfp4) into q, k, v [M, 56, ...]. Stores are
 // straight from registers: bf16 pairs, e4m3 pairs, and for NVFP4 one code byte per thread per 8
 // columns (a 16-column block sits in the 4 lanes of a quad: two shuffles give its amax) plus the
-// scale byte from lane q4 == block % 4.
-template <int kOut, class Scale>
+// scale byte from lane q4 == block % 4. kScratch: the skeleton's scratch bytes (MmaPreAttnMath).
+template <int kOut, class Scale, int kScratch>
 struct EpiMmaPreAttnQkv {
   MmaPreAttnMath math;
   Scale scale;
@@ -287,7 +304,7 @@ struct EpiMmaPreAttnQkv {
   H3_DEVICE void operator()(float (&acc)[4][8][4], int row0, int col0, int wm, int wn,
                             u8* scratch) const {
     scale(acc, row0, col0, wm, wn);
-    math.apply(acc, row0, col0, wm, wn, scratch);
+    math.template apply<kScratch>(acc, row0, col0, wm, wn, scratch);
     const int lane = threadIdx.x % 32, q4 = lane % 4, M = math.M;
     const int kind = col0 / kPaKindCols;
     const int head = (col0 % kPaKindCols) / kPaHeadDim + wn / kPaHeadDim;
