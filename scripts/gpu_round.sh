@@ -58,7 +58,7 @@ case "$MODE" in
           # sm_120's 99 KiB of shared memory (64-byte k-tiles), tested on the H200 with the same
           # layouts; the release fence in every form. Engine tests first, then the operators'.
     run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_gemm_gpu.py \
-      -k "mma_tma or nvfp4 or mma_sync"
+      -k "mma_tma or nvfp4 or mma_sync or shared_memory_limit"
     run 240 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_pre_attention_gpu.py \
       tests/test_out_proj_gpu.py -k "mma or (nvfp4 and not hopper_path and not dequantize and not wgmma)"
     run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_mlp_gpu.py -k "mma"

@@ -450,3 +450,21 @@ def test_gemm_nvfp4(shape, rng):
         out=out2,
     )
     assert np.array_equal(download(out2).view(np.uint16), download(out).view(np.uint16))
+
+
+def test_launch_over_the_shared_memory_limit():
+    """A kernel asking for more shared memory than the GPU's opt-in limit (what the Hopper-sized
+    plans would ask of an sm_120 board) fails with a message naming both sizes, not an opaque
+    driver error."""
+    from h3cupy.core import arch, jit, launch
+    from h3cupy.ops import gemm
+
+    _backend("mma_tma")
+    dev = arch.current_device()
+    kernel = jit.get_kernel(
+        gemm.GEMM_MMA_TMA, "h3::gemm_mma_tma_smxx<0, false, true>", arch.current_target()
+    )
+    limit = arch.smem_optin(dev)
+    assert limit >= gemm.mt_smem(gemm.MT_SM120)
+    with pytest.raises(RuntimeError, match=f"needs {limit + 1024} bytes.*at most {limit}"):
+        launch._unlock_smem(kernel, limit + 1024)

@@ -92,7 +92,9 @@ def smem_optin(device_id: int) -> int:
     232448 on H100 / H200, 101376 on sm_120 boards."""
     import cupy
 
-    return int(cupy.cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"])
+    rt = cupy.cuda.runtime
+    attr = getattr(rt, "cudaDevAttrMaxSharedMemoryPerBlockOptin", 97)  # 97 in driver_types.h
+    return int(rt.deviceGetAttribute(attr, device_id))
 
 
 #: ``fp8_mma_form`` values of SPEC §6: -1 the board's form, 0 the legacy ``m16n8k32`` e4m3

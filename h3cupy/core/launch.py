@@ -78,13 +78,16 @@ def _unlock_smem(kernel, smem: int) -> None:
         try:
             kernel.max_dynamic_shared_size_bytes = smem
         except Exception as e:  # the driver refuses more than the device's opt-in limit
-            import cupy
+            from . import arch
 
-            dev = cupy.cuda.Device()
-            limit = dev.attributes.get("MaxSharedMemoryPerBlockOptin", "?")
+            dev = arch.current_device()
+            try:
+                limit = str(arch.smem_optin(dev))
+            except Exception:  # pragma: no cover - the query itself failed
+                limit = "less"
             raise RuntimeError(
                 f"a kernel launch needs {smem} bytes of shared memory per block, and this GPU "
-                f"(device {dev.id}) allows at most {limit}: this kernel variant is not built "
+                f"(device {dev}) allows at most {limit}: this kernel variant is not built "
                 "for this GPU. Report it with the op and the GPU's name; h3cupy's sm_120a "
                 f"kernels are meant to fit 101376 bytes ({type(e).__name__}: {e})"
             ) from e
