@@ -65,18 +65,21 @@ case "$MODE" in
     ;;
   s16-b)  # session 16: s16-a's operator stage stopped at its 240 s limit after 42 of 55 tests
           # (the 43rd: test_nvfp4_pre_attention_graph[e4m3-mma]); the 13 left, named as they
-          # start and with Python's stacks dumped after 50 s in one test; then memcheck over every
+          # start and with Python's stacks dumped after 50 s in one test (after the engine's
+          # mma.sync tests again, with the deep ring's build); then memcheck over every
           # GEMM path (the mma.sync forms: producer warpgroup, thread 0, the sm_120 plan), then
-          # the mma.sync plans timed in one run
+          # the mma.sync plans timed in one run (the deep ring: 8 stages of 64-byte k-tiles in
+          # the 128-byte ring's bytes; predicted within +-3% of the producer-warpgroup default)
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" tests/test_gemm_gpu.py -k "mma_tma or shared_memory_limit"
     run 110 "$OUT/tests.log" "${PYTEST[@]}" -v --durations=8 tests/test_out_proj_gpu.py \
       -k "mma or (nvfp4 and not hopper_path and not wgmma)"
     run 110 "$OUT/tests.log" "${PYTEST[@]}" -v -o faulthandler_timeout=50 --durations=8 \
       tests/test_pre_attention_gpu.py -k "nvfp4_pre_attention_graph"
-    run 150 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --report-api-errors no \
+    run 140 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --report-api-errors no \
       python3 scripts/memcheck_gemm.py
     smi_start
-    run 130 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt bf16 --shapes qkv o \
-      --m 4824 38592 --backend mma_tma mma_tma_t0 mma_tma_sm120 --reps 10 \
+    run 150 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt bf16 --shapes qkv o \
+      --m 4824 38592 --backend mma_tma mma_tma_t0 mma_tma_sm120 mma_tma_deep --reps 10 \
       --json "$OUT/bench_gemm_mma_plans.json"
     smi_stop
     ;;

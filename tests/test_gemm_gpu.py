@@ -41,10 +41,11 @@ def _backend(name):
         "mma_tma_t0": functools.partial(gemm.gemm_mma_tma, ws=False),
         # the plan sm_120 boards run (64-byte k-tiles in 99 KiB), forced on the H200
         "mma_tma_sm120": functools.partial(gemm.gemm_mma_tma, sm120_plan=True),
+        "mma_tma_deep": functools.partial(gemm.gemm_mma_tma, deep=True),
     }[name]
 
 
-BACKENDS = ["mma_sync", "wgmma", "mma_tma", "mma_tma_t0", "mma_tma_sm120"]
+BACKENDS = ["mma_sync", "wgmma", "mma_tma", "mma_tma_t0", "mma_tma_sm120", "mma_tma_deep"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -369,7 +370,8 @@ def test_gemm_mma_tma_ws_many_tiles(fmt, rng):
     ring wraps across tiles: 35 x 12 = 420 tiles; where s15-g's unfenced release raced), an M tail
     (4372 = 34 x 128 + 20) and an N tail (the last tile 136 wide): the same bits from both (each
     tile accumulates in the same order) and within the bound against float64. The sm_120 plan
-    (64-byte k-tiles, the same k order per accumulator) gives the same bits too."""
+    and the deep ring (64-byte k-tiles, the same k order per accumulator) give the same bits
+    too."""
     import cupy
 
     from h3cupy.ops import gemm
@@ -389,15 +391,14 @@ def test_gemm_mma_tma_ws_many_tiles(fmt, rng):
     else:
         ref = a.astype(np.float64) @ w.astype(np.float64).T
     outs = []
-    for ws, plan in ((False, False), (True, False), (False, True)):
+    forms = {"ws": {"ws": True}, "sm120": {"sm120_plan": True}, "deep": {"deep": True}}
+    for form in ({"ws": False}, *forms.values()):
         out = cupy.empty((m, n), formats.BF16)
         poison(out)
-        gemm.gemm_mma_tma(
-            cupy.asarray(a), cupy.asarray(w), fmt=fmt, out=out, ws=ws, sm120_plan=plan, **kw
-        )
+        gemm.gemm_mma_tma(cupy.asarray(a), cupy.asarray(w), fmt=fmt, out=out, **form, **kw)
         outs.append(out.view(cupy.uint16))
-    assert bool((outs[0] == outs[1]).all()), "ws=True differs from ws=False"
-    assert bool((outs[0] == outs[2]).all()), "the sm_120 plan differs from the 128-byte k-tiles"
+    for i, name in enumerate(forms, 1):
+        assert bool((outs[0] == outs[i]).all()), f"the {name} form differs from the thread-0 form"
     _check(download(outs[1].view(formats.BF16)).astype(np.float32), ref)
 
 
@@ -462,7 +463,7 @@ def test_launch_over_the_shared_memory_limit():
     _backend("mma_tma")
     dev = arch.current_device()
     kernel = jit.get_kernel(
-        gemm.GEMM_MMA_TMA, "h3::gemm_mma_tma_smxx<0, false, true>", arch.current_target()
+        gemm.GEMM_MMA_TMA, "h3::gemm_mma_tma_smxx<0, false, 1>", arch.current_target()
     )
     limit = arch.smem_optin(dev)
     assert limit >= gemm.mt_smem(gemm.MT_SM120)
