@@ -72,8 +72,6 @@ def main() -> None:
         "mma_tma_t0": functools.partial(gemm.gemm_mma_tma, ws=False),
         # the plan sm_120 boards run (64-byte k-tiles, 4 stages, 99 KiB), on this GPU
         "mma_tma_sm120": functools.partial(gemm.gemm_mma_tma, sm120_plan=True),
-        # benchmark-only: the 128-byte ring's bytes in 8 stages of 64-byte k-tiles
-        "mma_tma_deep": functools.partial(gemm.gemm_mma_tma, deep=True),
         "swapab": swapab,
     }
 

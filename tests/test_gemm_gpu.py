@@ -41,11 +41,10 @@ def _backend(name):
         "mma_tma_t0": functools.partial(gemm.gemm_mma_tma, ws=False),
         # the plan sm_120 boards run (64-byte k-tiles in 99 KiB), forced on the H200
         "mma_tma_sm120": functools.partial(gemm.gemm_mma_tma, sm120_plan=True),
-        "mma_tma_deep": functools.partial(gemm.gemm_mma_tma, deep=True),
     }[name]
 
 
-BACKENDS = ["mma_sync", "wgmma", "mma_tma", "mma_tma_t0", "mma_tma_sm120", "mma_tma_deep"]
+BACKENDS = ["mma_sync", "wgmma", "mma_tma", "mma_tma_t0", "mma_tma_sm120"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -370,8 +369,7 @@ def test_gemm_mma_tma_ws_many_tiles(fmt, rng):
     ring wraps across tiles: 35 x 12 = 420 tiles; where s15-g's unfenced release raced), an M tail
     (4372 = 34 x 128 + 20) and an N tail (the last tile 136 wide): the same bits from both (each
     tile accumulates in the same order) and within the bound against float64. The sm_120 plan
-    and the deep ring (64-byte k-tiles, the same k order per accumulator) give the same bits
-    too."""
+    (64-byte k-tiles, the same k order per accumulator) gives the same bits too."""
     import cupy
 
     from h3cupy.ops import gemm
@@ -391,7 +389,7 @@ def test_gemm_mma_tma_ws_many_tiles(fmt, rng):
     else:
         ref = a.astype(np.float64) @ w.astype(np.float64).T
     outs = []
-    forms = {"ws": {"ws": True}, "sm120": {"sm120_plan": True}, "deep": {"deep": True}}
+    forms = {"ws": {"ws": True}, "sm120": {"sm120_plan": True}}
     for form in ({"ws": False}, *forms.values()):
         out = cupy.empty((m, n), formats.BF16)
         poison(out)

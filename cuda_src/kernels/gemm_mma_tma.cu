@@ -5,8 +5,7 @@
 // of the eight consumer warps does (256 threads). kPlan: the shared-memory plan (h3/gemm_mma_tma.cuh):
 // 0 MtBig (128-byte k-tiles, 4 stages, 225 KiB, Hopper only); 1 MtSm120 (64-byte k-tiles, 4
 // stages, sm_120's 99 KiB; instantiated in the thread-0 form: sm_120a has no setmaxnreg, so a
-// producer warpgroup caps every thread at 168 registers, and the block-scaled form spills there);
-// 2 MtDeep (64-byte k-tiles, 8 stages in MtBig's bytes; producer-warpgroup form, benchmark-only).
+// producer warpgroup caps every thread at 168 registers, and the block-scaled form spills there).
 #include "h3/gemm_mma_tma.cuh"
 
 namespace h3 {
@@ -17,12 +16,6 @@ __global__ void __launch_bounds__(kWS ? kMtWsThreads : kMtThreads, 1) gemm_mma_t
     int k_bytes, const float* __restrict__ row_scale, const float* __restrict__ col_scale,
     bf16_t* __restrict__ C) {
   const EpiMmaScaleBf16 epi{row_scale, col_scale, C, M, N};
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 900
-  if constexpr (kPlan == 2) {  // MtDeep: a Hopper benchmark variant (more than sm_120's 99 KiB)
-    __trap();
-    return;
-  }
-#endif
   gemm_mma_tma_body<kFmt, EpiMmaScaleBf16, kWS, typename MtPlan<kPlan>::Cfg>(desc_a, desc_b, M, N,
                                                                              k_bytes, epi);
 }

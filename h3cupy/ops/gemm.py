@@ -742,7 +742,7 @@ GEMM_MMA_TMA = jit.ModuleSpec(
     "kernels/gemm_mma_tma.cu",
     tuple(
         f"h3::gemm_mma_tma_smxx<{code}{ws}>"
-        for ws in ("", ", true", ", false, 1", ", true, 2")
+        for ws in ("", ", true", ", false, 1")
         for code, _, _, _ in GEMM_FORMATS.values()
     ),
 )
@@ -761,7 +761,6 @@ def mt_smem(plan: tuple[int, int, int]) -> int:
 MT_BIG = (128, 4, 32 * 1024)
 MT_SM120 = (64, 4, 0)
 MT_SM120_SCRATCH = (64, 3, 16 * 1024)  # the pre-attention epilogue's RoPE exchange
-MT_DEEP = (64, 8, 32 * 1024)  # MT_BIG's bytes in 8 stages of 64-byte k-tiles (benchmark-only)
 
 
 def mt_maps(a_ptr: int, b_ptr: int, dtype: str, k: int, m: int, n: int, plan) -> tuple:
@@ -784,7 +783,6 @@ def gemm_mma_tma(
     out=None,
     ws: bool | None = None,
     sm120_plan: bool | None = None,
-    deep: bool = False,
 ):
     """The same contract as :func:`gemm_mma_sync` on the engine's TMA skeleton with mma.sync
     consumers (sm_90a and sm_120a; ``cuda_src/kernels/gemm_mma_tma.cu``): persistent, TMA
@@ -799,8 +797,6 @@ def gemm_mma_tma(
     stages), built in the thread-0 form only (sm_120a has no setmaxnreg, and the producer
     warpgroup's 168-register cap spills its block-scaled form); True forces it on the H200,
     where it is tested. ``ws=None``: the producer warpgroup unless the sm_120 plan runs.
-    ``deep`` (benchmark-only, Hopper, producer warpgroup): the same bytes as the 128-byte ring
-    in 8 stages of 64-byte k-tiles.
 
     K * element size must be a multiple of 128 bytes; N a multiple of 8. H200-verified
     (2026-12-01; sm_90a runs FP8 as f16 MMAs); the sm_120a form is compile- and SASS-checked.
@@ -820,8 +816,6 @@ def gemm_mma_tma(
         )
     if sm120_plan is None:
         sm120_plan = arch.smem_optin(at.device) < mt_smem(MT_BIG)
-    if deep and (sm120_plan or ws is False):
-        raise ValueError("gemm_mma_tma: deep=True is the producer-warpgroup form on Hopper only")
     if ws is None:
         ws = not sm120_plan
     if sm120_plan and ws:
@@ -829,10 +823,10 @@ def gemm_mma_tma(
             "gemm_mma_tma: the sm_120 plan is built in the thread-0 form only; pass ws=False "
             "(or leave ws=None), or sm120_plan=False on a GPU with 225 KiB of shared memory"
         )
-    plan = MT_SM120 if sm120_plan else MT_DEEP if deep else MT_BIG
+    plan = MT_SM120 if sm120_plan else MT_BIG
     tdt = "bfloat16" if opfmt == "bf16" else "uint8"
     desc_a, desc_b = mt_maps(at.ptr, bt.ptr, tdt, k, m, n, plan)
-    suffix = ", false, 1" if sm120_plan else ", true, 2" if deep else (", true" if ws else "")
+    suffix = ", false, 1" if sm120_plan else (", true" if ws else "")
     kernel = jit.get_kernel(GEMM_MMA_TMA, f"h3::gemm_mma_tma_smxx<{code}{suffix}>", target)
     tiles = -(-m // 128) * -(-n // 256)
     launch(

@@ -58,9 +58,7 @@ struct MtCfg {
 using MtBig = MtCfg<128, 4, kMtScratchBytes>;
 using MtSm120 = MtCfg<64, 4, 0>;
 using MtSm120Scratch = MtCfg<64, 3, 16 * 1024>;
-// A deeper ring in MtBig's bytes (64-byte k-tiles, 8 stages; Hopper only), benchmark-only.
-using MtDeep = MtCfg<64, 8, kMtScratchBytes>;
-// The plain GEMM's plans by number (kernels/gemm_mma_tma.cu): 0 MtBig, 1 MtSm120, 2 MtDeep.
+// The plain GEMM's plans by number (kernels/gemm_mma_tma.cu): 0 MtBig, 1 MtSm120.
 template <int kPlan>
 struct MtPlan {
   using Cfg = MtBig;
@@ -68,10 +66,6 @@ struct MtPlan {
 template <>
 struct MtPlan<1> {
   using Cfg = MtSm120;
-};
-template <>
-struct MtPlan<2> {
-  using Cfg = MtDeep;
 };
 static_assert(MtSm120::kSmemBytes <= kSm120SmemLimit, "MtSm120 must fit sm_120's 99 KiB");
 static_assert(MtSm120Scratch::kSmemBytes <= kSm120SmemLimit, "MtSm120Scratch must fit 99 KiB");
