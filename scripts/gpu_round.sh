@@ -63,6 +63,7 @@ case "$MODE" in
       tests/test_out_proj_gpu.py -k "mma or (nvfp4 and not hopper_path and not dequantize and not wgmma)"
     run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_mlp_gpu.py -k "mma"
     ;;
+  # s16-c was the `tests` mode below, at commit 789a6af (results/tests_s16_c_*)
   s16-b)  # session 16: s16-a's operator stage stopped at its 240 s limit after 42 of 55 tests
           # (the 43rd: test_nvfp4_pre_attention_graph[e4m3-mma]); the 13 left, named as they
           # start and with Python's stacks dumped after 50 s in one test (after the engine's

@@ -190,6 +190,8 @@ def test_gemm_mma_tma_sass(target):
         names = [n for n in ops if f"gemm_mma_tma_smxxILi{code}E" in n]
         assert len(names) == 3, names
         for name in names:
+            if target == "sm_120a" and not re.search(r"ELi1EEEv", name):
+                continue  # the 128-byte ring is Hopper-only: a trap on sm_120a
             c = ops[name]
             # a 128-byte k-tile unrolls 4 k-steps of 32 MMAs, the sm_120 plan's 64-byte one 2
             least = 64 if re.search(r"ELi1EEEv", name) else 128

@@ -16,6 +16,15 @@ __global__ void __launch_bounds__(kWS ? kMtWsThreads : kMtThreads, 1) gemm_mma_t
     int k_bytes, const float* __restrict__ row_scale, const float* __restrict__ col_scale,
     bf16_t* __restrict__ C) {
   const EpiMmaScaleBf16 epi{row_scale, col_scale, C, M, N};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 900
+  // MtBig's 225 KiB exist on Hopper only (an sm_120 block gets 99 KiB): off sm_90 the plan-0
+  // builds are a trap, so nothing spills or takes compile time for a kernel that cannot launch
+  // (NVRTC 13's ptxas spilled the block-scaled producer-warpgroup form on sm_120a).
+  if constexpr (kPlan == 0) {
+    __trap();
+    return;
+  }
+#endif
   gemm_mma_tma_body<kFmt, EpiMmaScaleBf16, kWS, typename MtPlan<kPlan>::Cfg>(desc_a, desc_b, M, N,
                                                                              k_bytes, epi);
 }
