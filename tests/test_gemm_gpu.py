@@ -372,10 +372,13 @@ def test_gemm_mma_tma_ws_many_tiles(fmt, rng):
     (64-byte k-tiles, the same k order per accumulator) gives the same bits too."""
     import cupy
 
+    from h3cupy.core import arch
     from h3cupy.ops import gemm
     from h3cupy.testing import download, poison
 
     _backend("mma_tma")
+    if arch.smem_optin(arch.current_device()) < gemm.mt_smem(gemm.MT_BIG):
+        pytest.skip("compares with the 128-byte ring, which needs Hopper's 225 KiB of smem")
     m, n, k = 4372, 2952, 2048
     a = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
     w = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))

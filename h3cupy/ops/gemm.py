@@ -885,7 +885,7 @@ GEMM_NVFP4 = jit.ModuleSpec("kernels/gemm_nvfp4.cu", ("h3::gemm_nvfp4_smxx",))
 
 
 def nv_smem(plan: tuple[int, int, int]) -> int:
-    """Dynamic shared memory of the NVFP4 skeleton (h3/gemm_nvfp4.cuh's nv_smem_bytes) under a
+    """Dynamic shared memory of the NVFP4 skeleton (h3/gemm_nvfp4.cuh's NvSmem) under a
     plan ``(k-tile code bytes, stages, scratch bytes)``."""
     bk, stages, scratch = plan
     return stages * (128 * bk + 256 * bk + 128 * 16 + 2 * 16 * bk) + scratch + 2 * stages * 8 + 1024
