@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -62,6 +62,11 @@ case "$MODE" in
     run 240 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_pre_attention_gpu.py \
       tests/test_out_proj_gpu.py -k "mma or (nvfp4 and not hopper_path and not dequantize and not wgmma)"
     run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_mlp_gpu.py -k "mma"
+    ;;
+  s16-d)  # session 16's last call: memcheck over every GEMM path, the NVFP4 GEMM's two (the
+          # sm_120-plan skeleton and the Hopper dequantize + bf16 engine path) now among them
+    run 150 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --report-api-errors no \
+      --error-exitcode 3 python3 scripts/memcheck_gemm.py
     ;;
   # s16-c was the `tests` mode below, at commit 789a6af (results/tests_s16_c_*)
   s16-b)  # session 16: s16-a's operator stage stopped at its 240 s limit after 42 of 55 tests

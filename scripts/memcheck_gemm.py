@@ -59,6 +59,30 @@ def main() -> None:
         gemm.gemm_wgmma_small_m(a, b, splits=1)
         gemm.gemm_wgmma_small_m(a, b, splits=3)
         paths += 2
+    if arch.current_target() in ("sm_90a", "sm_120a"):
+        # NVFP4: the TMA-fed NVFP4 skeleton (sm_120 plan: 64-byte k-tiles, A-scale boxes shared
+        # by two k-tiles; block-scaled MMA on sm_120a, bf16 emulation on sm_90a), and on sm_90a
+        # the Hopper path (exact bf16 dequantization, then the bf16 engine)
+        af = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
+        wf = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))
+        ga = formats.nvfp4_global_scale_from_amax(np.abs(af.astype(np.float32)).max())
+        gw = formats.nvfp4_global_scale_from_amax(np.abs(wf.astype(np.float32)).max())
+        aq4, asf = formats.nvfp4_quantize(af, ga)
+        wq4, wsf = formats.nvfp4_quantize(wf, gw)
+        wsf = formats.swizzle_sf_128x4(wsf)
+        nv = [cupy.asarray(x) for x in (aq4, asf, wq4, wsf)]
+        gemm.gemm_nvfp4(*nv, alpha=1.0)
+        paths += 1
+        if arch.current_target() == "sm_90a":
+            from h3cupy.core import interop
+
+            a_bf = cupy.empty((m, k), formats.BF16)
+            w_bf = cupy.empty((n, k), formats.BF16)
+            t = [interop.as_tensor(x, f"t{i}") for i, x in enumerate((*nv, a_bf, w_bf))]
+            gemm.nvfp4_dequantize_bf16(t[0], t[1], t[4], swizzled=False)
+            gemm.nvfp4_dequantize_bf16(t[2], t[3], t[5], swizzled=True)
+            gemm.gemm_wgmma(a_bf, w_bf, fmt="bf16")
+            paths += 1
     cupy.cuda.Device().synchronize()
     print(f"memcheck_gemm: {paths} GEMM paths ran at M={m}, N={n}, K={k}")
 
