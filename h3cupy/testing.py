@@ -553,6 +553,19 @@ def bf16_pre_attention_torch_args(m: int, p: int, rng):
     return args, out, ws
 
 
+def nvfp4_gemm_operands(rng, m: int, n: int, k: int):
+    """NVFP4 GEMM operands quantized on the host from bf16 values in the model's ranges
+    (activations ~N(0, 0.5), weights ~N(0, 0.01)): activation codes and linear scales, weight
+    codes and 128x4-swizzled scales, and the two global scales (448 * 6 / amax)."""
+    a = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
+    w = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))
+    ga = formats.nvfp4_global_scale_from_amax(np.abs(a.astype(np.float32)).max())
+    gw = formats.nvfp4_global_scale_from_amax(np.abs(w.astype(np.float32)).max())
+    aq, asf = formats.nvfp4_quantize(a, ga)
+    wq, wsf = formats.nvfp4_quantize(w, gw)
+    return aq, asf, wq, formats.swizzle_sf_128x4(wsf), ga, gw
+
+
 def need_sm90a(what: str) -> None:
     """Skip the calling test (pytest) unless the current GPU is sm_90a: ``what`` runs there only
     in this version (the sm_90a engine's ops and paths)."""

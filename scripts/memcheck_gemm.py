@@ -63,14 +63,9 @@ def main() -> None:
         # NVFP4: the TMA-fed NVFP4 skeleton (sm_120 plan: 64-byte k-tiles, A-scale boxes shared
         # by two k-tiles; block-scaled MMA on sm_120a, bf16 emulation on sm_90a), and on sm_90a
         # the Hopper path (exact bf16 dequantization, then the bf16 engine)
-        af = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
-        wf = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))
-        ga = formats.nvfp4_global_scale_from_amax(np.abs(af.astype(np.float32)).max())
-        gw = formats.nvfp4_global_scale_from_amax(np.abs(wf.astype(np.float32)).max())
-        aq4, asf = formats.nvfp4_quantize(af, ga)
-        wq4, wsf = formats.nvfp4_quantize(wf, gw)
-        wsf = formats.swizzle_sf_128x4(wsf)
-        nv = [cupy.asarray(x) for x in (aq4, asf, wq4, wsf)]
+        from h3cupy.testing import nvfp4_gemm_operands
+
+        nv = [cupy.asarray(x) for x in nvfp4_gemm_operands(rng, m, n, k)[:4]]
         gemm.gemm_nvfp4(*nv, alpha=1.0)
         paths += 1
         if arch.current_target() == "sm_90a":

@@ -403,18 +403,6 @@ def test_gemm_mma_tma_ws_many_tiles(fmt, rng):
     _check(download(outs[1].view(formats.BF16)).astype(np.float32), ref)
 
 
-def _nvfp4_operands(rng, m, n, k):
-    """NVFP4 activation (linear scales) and weight (128x4-swizzled scales) quantized from bf16
-    values in the model's ranges, with their global scales (448 * 6 / amax)."""
-    a = formats.to_bf16(rng.normal(0, 0.5, (m, k)).astype(np.float32))
-    w = formats.to_bf16(rng.normal(0, 0.01, (n, k)).astype(np.float32))
-    ga = formats.nvfp4_global_scale_from_amax(np.abs(a.astype(np.float32)).max())
-    gw = formats.nvfp4_global_scale_from_amax(np.abs(w.astype(np.float32)).max())
-    aq, asf = formats.nvfp4_quantize(a, ga)
-    wq, wsf = formats.nvfp4_quantize(w, gw)
-    return aq, asf, wq, formats.swizzle_sf_128x4(wsf), ga, gw
-
-
 # (M, N, K): M tails, N = 384 (the last 256-wide tile has one 128-row scale group), every H3 K.
 NVFP4_SHAPES = [(1, 512, 5376), (129, 384, 7168), (300, 512, 14336)]
 
@@ -429,12 +417,12 @@ def test_gemm_nvfp4(shape, rng):
     from h3cupy.core import arch
     from h3cupy.ops import gemm
     from h3cupy.reference._common import nvfp4_alpha, nvfp4_linear
-    from h3cupy.testing import download, poison
+    from h3cupy.testing import download, nvfp4_gemm_operands, poison
 
     if arch.current_target() not in ("sm_90a", "sm_120a"):
         pytest.skip("the NVFP4 GEMM needs sm_90a or sm_120a")
     m, n, k = shape
-    aq, asf, wq, wsf, ga, gw = _nvfp4_operands(rng, m, n, k)
+    aq, asf, wq, wsf, ga, gw = nvfp4_gemm_operands(rng, m, n, k)
     alpha = nvfp4_alpha(ga, gw)
     ref = nvfp4_linear(aq, asf, wq, wsf, alpha).astype(np.float64)
     dev = [cupy.asarray(x) for x in (aq, asf, wq, wsf)]
