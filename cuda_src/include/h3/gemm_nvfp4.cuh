@@ -40,10 +40,10 @@ template <int kBK>
 struct NvStage {
   static constexpr int kBytes = kNvBM * kBK + kNvBN * kBK + kNvBM * 16 + 2 * 16 * kBK;
 };
-// Shared memory of gemm_nvfp4_body<Epi, kStages, kScratch, kBK>, NvSmem (mirrored in h3cupy/ops/gemm.py):
-// kBK = 128 (54 KiB stages) runs only on Hopper-sized shared memory; the kernels use kBK = 64
-// (28 KiB stages), whose 3-stage ring (plus 8 KiB of scratch for the pre-attention epilogue)
-// fits sm_120's 99 KiB.
+// Shared memory of gemm_nvfp4_body<Epi, kStages, kScratch, kBK>: NvSmem (mirrored in
+// h3cupy/ops/gemm.py). kBK = 128 (54 KiB stages) fits only Hopper-sized shared memory; the
+// kernels use kBK = 64 (28 KiB stages), whose 3-stage ring (plus 8 KiB of scratch for the
+// pre-attention epilogue) fits sm_120's 99 KiB.
 template <int kBK, int kStages, int kScratch>
 struct NvSmem {
   static constexpr int kBytes = kStages * NvStage<kBK>::kBytes + kScratch + 2 * kStages * 8 + 1024;
@@ -132,7 +132,8 @@ H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
       const u8* sfb_s = st + kABytes + kBBytes + kSfaBytes;
       // The 4 scale bytes of local B column n for k64 step ks (byte j = K-block j).
       auto sfb_word = [&](int n, int ks) {
-        return *reinterpret_cast<const u32*>(sfb_s + (n / 128) * kSfbGroup + ks * 512 + (n % 32) * 16 +
+        return *reinterpret_cast<const u32*>(sfb_s + (n / 128) * kSfbGroup + ks * 512 +
+                                             (n % 32) * 16 +
                                              ((n % 128) / 32) * 4);
       };
 // NOTE: not unrolled: ks only offsets addresses, and a 4x unrolled step (native) keeps ~255

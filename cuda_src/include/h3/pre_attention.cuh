@@ -231,7 +231,8 @@ struct MmaPreAttnMath {
               const int rr = 16 * j + lane / 4 + 8 * h, cc = 8 * (ni - ni0) + 2 * q4;
               if (ni >= ni0 && ni < ni0 + 4)
                 *reinterpret_cast<u32*>(xbuf + (warp * 16 * kRoundMi + rr) * 32 + cc) =
-                    pack_bf16x2(f32_to_bf16(acc[mi][ni][2 * h]), f32_to_bf16(acc[mi][ni][2 * h + 1]));
+                    pack_bf16x2(f32_to_bf16(acc[mi][ni][2 * h]),
+                                f32_to_bf16(acc[mi][ni][2 * h + 1]));
             }
         __syncthreads();
         // the partner warp's columns of this round's rows
@@ -241,7 +242,8 @@ struct MmaPreAttnMath {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int mi = m0 + j;
-            const int rr = 16 * mi + lane / 4 + 8 * h, pr = 16 * j + lane / 4 + 8 * h;  // pr: in pbuf
+            // rr: the row in the warp's block; pr: the row in pbuf
+            const int rr = 16 * mi + lane / 4 + 8 * h, pr = 16 * j + lane / 4 + 8 * h;
             const bf16_t* csr = cs + static_cast<i64>(position(row0 + wm + rr)) * 96;
             auto c_at = [&](int d) { return bf16_to_f32(csr[d]); };
             if (half == 0) {
