@@ -21,10 +21,10 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_fp8_mma_smxx(
     const float* sp_q, const float* sp_k, const float* sp_v, float sh_q, float sh_k, float sh_v) {
   using Epi = EpiMmaPreAttnQkv<kOut, MmaYRowCol, MtSm120Scratch::kScratch>;
   const Epi epi{{q_w, k_w, cs, nullptr, 0, cs_rows, M, qk_eps},
-                                               {act_scale, w_scale, M, 3 * kPaKindCols},
-                                               {oq, ok, ov},
-                                               {sfq, sfk, sfv},
-                                               {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}};
+                {act_scale, w_scale, M, 3 * kPaKindCols},
+                {oq, ok, ov},
+                {sfq, sfk, sfv},
+                {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}};
   gemm_mma_tma_body<kFmt, Epi, false, MtSm120Scratch>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes,
                                                       epi);
 }

@@ -24,10 +24,10 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_nvfp4_smxx(
   const float alpha = Nvfp4Alpha{alpha_ptr, ga_ptr, gw_ptr, gw_host, alpha_host}.get();
   using Epi = EpiMmaPreAttnQkv<kOut, MmaYAlpha, kNvSm120PaScratch>;
   const Epi epi{{q_w, k_w, cs, nullptr, 0, cs_rows, M, qk_eps},
-                                              {alpha},
-                                   {oq, ok, ov},
-                                   {sfq, sfk, sfv},
-                                   {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}};
+                {alpha},
+                {oq, ok, ov},
+                {sfq, sfk, sfv},
+                {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}};
   gemm_nvfp4_body<Epi, kNvSm120Stages, kNvSm120PaScratch, kNvSm120BK>(
       desc_a, desc_b, desc_sfa, sfb, sfb_c4, M, 3 * kPaKindCols, k_bytes, epi);
 }

@@ -89,7 +89,8 @@ def _unlock_smem(kernel, smem: int) -> None:
                 f"a kernel launch needs {smem} bytes of shared memory per block, and this GPU "
                 f"(device {dev}) allows at most {limit}: this kernel variant is not built "
                 "for this GPU. Report it with the op and the GPU's name; h3cupy's sm_120a "
-                f"kernels are meant to fit 101376 bytes ({type(e).__name__}: {e})"
+                f"kernels are meant to fit {arch.SM120_SMEM_LIMIT} bytes "
+                f"({type(e).__name__}: {e})"
             ) from e
         _smem_unlocked[id(kernel)] = smem
 

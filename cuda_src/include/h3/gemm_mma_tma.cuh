@@ -47,7 +47,8 @@ constexpr int kMtScratchBytes = 32 * 1024;  // MtBig's epilogue scratch (cross-w
 constexpr int kSm120SmemLimit = 101376;
 
 // A shared-memory plan: k-tile bytes (128 or 64, also the TMA box width and swizzle span),
-// ring stages, epilogue scratch bytes. Mirrored in h3cupy/ops/gemm.py (MT_PLANS).
+// ring stages, epilogue scratch bytes. Mirrored in h3cupy/ops/gemm.py (MT_BIG, MT_SM120,
+// MT_SM120_SCRATCH; tests/test_sm120_smem.py checks that they agree).
 template <int kBK_, int kStages_, int kScratch_>
 struct MtCfg {
   static constexpr int kBK = kBK_, kStages = kStages_, kScratch = kScratch_;
