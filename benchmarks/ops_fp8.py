@@ -490,6 +490,13 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
 
         # the engine launched programmatically (launch.PDL, off by default), same run
         fns["h3_pdl"] = with_setting(launch, "PDL", True, fns["h3"])
+    if op in ("out_proj", "mlp"):
+        # the deferred epilogue's other setting (gemm.FP8_DEFER), same run
+        fns["h3_other_defer"] = with_setting(gemm, "FP8_DEFER", not gemm.FP8_DEFER, fns["h3"])
+        if "engine" in fns:
+            fns["engine_other_defer"] = with_setting(
+                gemm, "FP8_DEFER", not gemm.FP8_DEFER, fns["engine"]
+            )
     if other_clusters and op in ("pre_attention", "out_proj", "mlp"):
         fns["h3_other_cluster"] = other_cluster(fns["h3"])
         if "engine" in fns:
@@ -542,6 +549,7 @@ def run(
         "h3_tile_m192",
         "h3_tile_m128",
         "h3_other_cluster",
+        "h3_other_defer",
     ):
         if f"{k}_ms" in row:
             row[f"speedup_vs_{k}"] = row[f"{k}_ms"] / row["h3_ms"]

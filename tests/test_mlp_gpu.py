@@ -195,3 +195,18 @@ def test_swiglu_silu_exhaustive():
     # of error against the 2^16 fp32 ulps of one bf16 step)
     flips = int((diff > 0).sum())
     assert flips <= 0.002 * w.size, f"{flips} of {w.size} silu values differ from the reference"
+
+
+@pytest.mark.parametrize("m, fused", [(257, True), (4824, True), (4824, False)])
+def test_mlp_fp8_deferred(m, fused, rng, monkeypatch):
+    """FC1 (SwiGLU: y's stores) and FC2 (the gated residual) with the deferred epilogue
+    (gemm.FP8_DEFER, the 128 x 192 single-CTA kernels above M = 256); same checks, y_scale
+    exact to the kernel's own y."""
+    from h3cupy.ops import gemm, mlp
+
+    _need_sm90()
+    monkeypatch.setattr(gemm, "FP8_DEFER", True)
+    monkeypatch.setattr(mlp, "FUSED_QUANT", fused)
+    results = check_mlp_fp8(m, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)

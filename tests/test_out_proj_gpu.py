@@ -288,3 +288,46 @@ def test_nvfp4_out_proj_graph(backend, rng, monkeypatch):
     results = check_out_proj_nvfp4(385 if backend == "wgmma" else 129, rng, graph=True)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
+
+
+# NOTE: the deferred epilogue (gemm.FP8_DEFER: the 128 x 192 single-CTA kernels above M = 256 with
+# promotion mode 5, the gated residual's finish run under the next tile's first k-tiles): M = 257
+# a lone 1-row last tile, 4097 one row past a tile, 4824 with the tail split's 8 leftover tiles
+# (their finish after the split's sum), 38592 many tiles per CTA; both forms.
+@pytest.mark.parametrize(
+    "m, fused",
+    [(257, True), (257, False), (4097, True), (4824, True), (4824, False), (38592, True)],
+)
+def test_fp8_out_proj_deferred(m, fused, rng, monkeypatch):
+    """The FP8 out_proj with the deferred epilogue; same checks."""
+    from h3cupy.ops import gemm, out_proj
+
+    _need_sm90()
+    monkeypatch.setattr(gemm, "FP8_DEFER", True)
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
+    results = check_out_proj_fp8(m, rng, max_ref_rows=400)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+def test_fp8_out_proj_deferred_same_bits(rng, monkeypatch):
+    """The deferred epilogue does the same operations in the same order (the same spans, the same
+    roundings): its output is the same bytes as the one-call epilogue's, poisoned first."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops import gemm, out_proj
+    from h3cupy.testing import poison
+
+    _need_sm90()
+    m = 4824
+    args = _device_args(m, rng)
+    outs = {}
+    for defer in (False, True):
+        monkeypatch.setattr(gemm, "FP8_DEFER", defer)
+        out = cupy.empty((m, 5376), formats.BF16)
+        poison(out)
+        out_proj.minimax_h3_fp8_out_proj(*args, out=out)
+        outs[defer] = out.view(np.uint16).get()
+    diff = int(np.count_nonzero(outs[False] != outs[True]))
+    assert diff == 0, f"{diff} of {outs[False].size} output elements differ"

@@ -198,7 +198,9 @@ WGMMA_VARIANTS = (
     ("e4m3", 192, 0, 2, False),
     ("e4m3", 224, 3, 2, False),
     ("e4m3", 192, 3, 1, False),
+    ("e4m3", 192, 5, 1, False),
 )
+#: (Promotion mode 5: mode 3 with the deferred epilogue, :data:`FP8_DEFER`.)
 
 #: Cluster size of the 192-column FP8 tiles above M = 256, in the engine's default and in the FP8
 #: operators' kernels (out_proj, the MLP's FC1 and FC2, the FP8 pre-attention's 192 x 128 tiles):
@@ -214,12 +216,20 @@ FP8_CLUSTER = 1
 #: (``kOpsFp8Promote`` in gemm_sm90.cuh): mode 3 measured 3-5% faster than mode 1 on the H200.
 FP8_PROMOTE = 3
 
+#: The deferred epilogue (promotion mode ``FP8_PROMOTE + 2``, h3/gemm_sm90.cuh): in the FP8
+#: 128 x 192 single-CTA tiles (the engine's default above M = 256, the FP8 out_proj and the MLP's
+#: FC1 / FC2) each tile's epilogue is split into a pack (the scales and bf16 roundings, at the
+#: end of the tile) and a finish (the gated residual or SwiGLU stores), and the finish runs
+#: while the next tile's first k-tiles are in the tensor cores. A module setting, so that
+#: benchmarks and tests can run both forms.
+FP8_DEFER = False
+
 
 def wgmma_has_tail(tile_n: int, promote: int, pingpong: bool) -> bool:
     """Whether the gemm_wgmma variant is built with the tail split (``kTailOk`` in
     gemm_wgmma.cu): cooperative, promotion mode other than 4, and no promotion above 192
     columns (those two spill with it)."""
-    return not pingpong and promote != 4 and (promote == 0 or tile_n <= 192)
+    return not pingpong and promote not in (4, 6) and (promote == 0 or tile_n <= 192)
 
 
 def _wgmma_name(
@@ -323,6 +333,8 @@ def wgmma_config(fmt: str, m: int, tile_n=None, promote=None, cluster=None, ping
             tile_n = 192
     if promote is None or promote is True:
         promote = 0 if fmt == "bf16" or promote is None and tile_n == 256 else FP8_PROMOTE
+        if promote and FP8_DEFER and fmt == "e4m3" and tile_n == 192 and cluster == 1:
+            promote += 2  # the deferred epilogue's mode
     if pingpong is None:
         pingpong = False
     variant = (fmt, tile_n, int(promote), cluster, bool(pingpong))

@@ -32,6 +32,7 @@ MLP = jit.ModuleSpec(
         "h3::mlp_fc1_fp8_x2_sm90",
         "h3::mlp_fc1_fp8_sm90",
         "h3::mlp_fc1_fp8_n192_sm90",
+        "h3::mlp_fc1_fp8_n192_d_sm90",
         "h3::mlp_fc1_fp8_mma_smxx<1>",
         "h3::mlp_fc1_fp8_mma_smxx<2>",
     ),
@@ -172,7 +173,8 @@ def minimax_h3_mlp_fp8_sm120(
     cluster = gemm.FP8_CLUSTER if m > 256 else 1
     tile_n = 192 if m > 256 else 128
     tiles = "" if m <= 256 else "_x2" if cluster == 2 else "_n192"
-    kernel = jit.get_kernel(MLP, f"h3::mlp_fc1_fp8{tiles}_sm90", target)
+    defer = "_d" if tiles == "_n192" and gemm.FP8_DEFER else ""  # the deferred epilogue
+    kernel = jit.get_kernel(MLP, f"h3::mlp_fc1_fp8{tiles}{defer}_sm90", target)
     # the 192-column kernel reads its scales from shared memory (mlp.cu, EpiSwiglu's kVecBytes:
     # 64 row and 192 column floats per warpgroup)
     smem = gemm.wgmma_smem_bytes(tile_n, vec=gemm.scale_vec_bytes(192 if tile_n == 192 else 0))
