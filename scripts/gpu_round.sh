@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s17-a|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s17-b|s17-a|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -54,6 +54,19 @@ s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
+  s17-b)  # s17-a again after the deferred epilogue's stores moved out from under the first span
+          # (finish writes the staging buffer, publish fences and stores after the span's wait)
+    run 100 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_gemm_gpu.py \
+      -k "deferred or e4m3-n192-p5"
+    run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_out_proj_gpu.py \
+      tests/test_mlp_gpu.py -k "deferred"
+    smi_start
+    run 100 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes o fc2 qkv fc1 \
+      --m 4824 38592 --backend wgmma wgmma192p5 --reps 10 --json "$OUT/bench_gemm_fp8.json"
+    run 180 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 38592 \
+      --json "$OUT/bench_ops.json"
+    smi_stop
+    ;;
   s17-a)  # session 17: the deferred epilogue (gemm.FP8_DEFER, promotion mode 5: the finish of each
           # tile under the next tile's first k-tiles) in the FP8 128 x 192 single-CTA kernels:
           # tests (bits equal to mode 3's, the ops' checks), then the engine and the two ops with

@@ -67,7 +67,7 @@ struct EpiSwiglu {
 
   // The deferred epilogue (promotion modes 5 / 6, h3/gemm_sm90.cuh; kVecCols only): pack forms
   // y's bf16 pairs in place (block b, row half h in d[2b + h]; the roundings of swiglu_store),
-  // finish stores them through 32-column boxes in one pass.
+  // finish writes them into the staging buffer's 32-column boxes, publish stores them.
   static constexpr bool kDeferPack = kVecCols > 0;
 
   template <int kAcc>
@@ -101,8 +101,8 @@ struct EpiSwiglu {
   }
 
   template <int kAcc>
-  H3_DEVICE void finish(const float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
-                        u8* /*vec*/) const {
+  H3_DEVICE void finish(const float (&d)[kAcc], int /*row0*/, int /*col0*/, u8* staging,
+                        int /*wg*/, u8* /*vec*/) const {
     constexpr int kBlocks = kAcc / 8;  // y's 8-column groups (32-column boxes of 4)
     static_assert(kBlocks % 4 == 0 && kBlocks * 1024 <= 2 * 8192, "whole boxes, one pass");
     const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
@@ -118,12 +118,16 @@ struct EpiSwiglu {
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(__float_as_uint(d[2 * b + h]))
                      : "memory");
       }
+  }
+
+  template <int kBN>
+  H3_DEVICE void publish(int row0, int col0, u8* staging, int wg) const {
     fence_proxy_async_smem();
     named_barrier_sync(wg, 128);
-    if (tid == 0) {
+    if (threadIdx.x % 128 == 0) {
       const int ffn = N / 2, ycol0 = col0 / 2;
 #pragma unroll
-      for (int box = 0; box < kBlocks / 4; ++box) {
+      for (int box = 0; box < kBN / 64; ++box) {  // y: kBN / 2 columns, 32-column boxes
         const int x = ycol0 + 32 * box;
         if (x < ffn) tma_store_2d(desc_y, staging + box * 4096, x, row0);
       }

@@ -108,7 +108,7 @@ struct EpiGatedResidual {
 
   // The deferred epilogue (promotion modes 5 / 6, h3/gemm_sm90.cuh; kVecCols only): pack forms
   // o's bf16 pairs in place, finish gates them and adds the residual in the staging buffer (the
-  // same operations, in the same order, as the one-call epilogue below).
+  // same operations, in the same order, as the one-call epilogue below), publish stores it.
   static constexpr bool kDeferPack = kVecCols > 0;
 
   template <int kAcc>
@@ -135,7 +135,7 @@ struct EpiGatedResidual {
   }
 
   template <int kAcc>
-  H3_DEVICE void finish(const float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
+  H3_DEVICE void finish(const float (&d)[kAcc], int row0, int col0, u8* staging, int /*wg*/,
                         u8* vec) const {
     constexpr int kGroups = kAcc / 4;  // 8-column groups (d holds 2 kGroups pairs)
     const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32, q4 = lane % 4;
@@ -179,11 +179,15 @@ struct EpiGatedResidual {
         }
       }
     }
+  }
+
+  template <int kBN>
+  H3_DEVICE void publish(int row0, int col0, u8* staging, int wg) const {
     fence_proxy_async_smem();
     named_barrier_sync(wg, 128);  // (every vector read is above this barrier)
-    if (tid == 0) {
+    if (threadIdx.x % 128 == 0) {
 #pragma unroll
-      for (int box = 0; box < kGroups / 8; ++box) {
+      for (int box = 0; box < kBN / 64; ++box) {
         const int x = col0 + 64 * box;
         if (x < N) tma_store_2d(desc_out, staging + box * 8192, x, row0);
       }

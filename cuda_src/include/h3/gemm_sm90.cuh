@@ -133,6 +133,7 @@ H3_DEVICE void vec_wait(int wg) {
 //   template <int kAcc> void pack(float (&d)[kAcc], int row0, int col0, int wg, u8* vec) const
 //   template <int kAcc> void finish(const float (&d)[kAcc], int row0, int col0, u8* staging,
 //                                   int wg, u8* vec) const
+//   template <int kBN> void publish(int row0, int col0, u8* staging, int wg) const
 // (vec: the kVecBytes area, null without one): the deferred epilogue's halves (see kPromote
 // above). pack packs the finished fragment in place into what finish needs, typically the bf16
 // pair of columns col0 + 8j + mma_c_col(lane, 0) .. + 1 at row half h in d[2j + h] (its bit
@@ -141,7 +142,11 @@ H3_DEVICE void vec_wait(int wg) {
 // epilogue's operand prefetch has landed, and may wait for the vectors; it must also leave the
 // staging buffer free (the previous tile's stores have read it). finish runs while the next
 // tile's first wgmmas are in flight into the other fragment, with the registers the two leave,
-// and must not wait on anything that the next tile's mainloop produces. (A separate array of
+// and must not wait on anything that the next tile's mainloop produces; it writes the output
+// block into the staging buffer. publish, after those wgmmas have completed, makes the block
+// visible to the async proxy and issues its TMA stores (fence.proxy.async is a MEMBAR.ALL.CTA
+// in SASS: issued under the in-flight wgmmas it measured as if it waited for them, session 17).
+// Every thread's vector reads come before publish's warpgroup barrier. (A separate array of
 // pairs, live beside both 96-register fragments, spilled.)
 H3_MEMBER_OR(EpiDeferPack, kDeferPack)
 
@@ -723,8 +728,14 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       [[maybe_unused]] auto run_pending = [&]() {
         if constexpr (kDefer) {
           if (!pend) return;
-          pend = false;
           epi.finish(acc, prow0, pcol0, my_staging, wg, kVec > 0 ? my_vec : nullptr);
+        }
+      };
+      [[maybe_unused]] auto publish_pending = [&]() {
+        if constexpr (kDefer) {
+          if (!pend) return;
+          pend = false;
+          epi.template publish<kBN>(prow0, pcol0, my_staging, wg);
         }
       };
       H3_EP_STAMP(ep_start);
@@ -827,10 +838,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           int kt = 0;
           if constexpr (kDefer) {
             // The first span (warpgroup 2's half long, the offset) into the fresh fragment, then
-            // the previous unit's pending finish while the tensor cores run it, then this unit's
-            // prefetches (finish has read the vectors and issued the stores from the staging
-            // buffer), then the span's sum becomes the running total. The host guarantees
-            // k_tiles >= 1.
+            // the previous unit's pending finish while the tensor cores run it; after the span,
+            // its publish (the stores), this unit's prefetches (the vectors have been read, the
+            // stores issued from the staging buffer), and the span's sum becomes the running
+            // total. The host guarantees k_tiles >= 1.
             const int n0 = min(wg == 2 ? kSpan / 2 : kSpan, k_tiles);
 #pragma unroll
             for (int i = 0; i < Cfg::kAcc; ++i) part[i] = 0.f;
@@ -838,12 +849,13 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             for (int q = 0; q < kSpan; ++q)
               if (q == 0 || q < n0) issue(part, q, false);
             run_pending();
-            if constexpr (kVec > 0) epi.template prefetch_vec<kBN>(row0, nt * kBN, my_vec);
-            if constexpr (kPf) epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
             wgmma_wait<0>();
 #pragma unroll
             for (int q = 0; q < kSpan; ++q)
               if (q < n0) release(stage_of(q));
+            publish_pending();
+            if constexpr (kVec > 0) epi.template prefetch_vec<kBN>(row0, nt * kBN, my_vec);
+            if constexpr (kPf) epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
             fence_fragment(part);
 #pragma unroll
             for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = part[i];
@@ -925,7 +937,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         H3_EP_ADD(2, ep3 - ep2);
         H3_EP_ADD(4, 1);
       }
-      if constexpr (kDefer) run_pending();  // the last unit's
+      if constexpr (kDefer) {  // the last unit's
+        run_pending();
+        publish_pending();
+      }
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
       H3_EP_STAMP(ep_end);
       H3_EP_ADD(5, ep_end - ep_start);
@@ -1131,23 +1146,26 @@ struct EpiScaleBf16 {
   }
 
   template <int kAcc>
-  H3_DEVICE void finish(const float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
-                        u8* /*vec*/) const {
-    constexpr int kP = kAcc / 2;
+  H3_DEVICE void finish(const float (&d)[kAcc], int /*row0*/, int /*col0*/, u8* staging,
+                        int /*wg*/, u8* /*vec*/) const {
     const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
     const u32 base = smem_addr(staging);
 #pragma unroll
-    for (int j = 0; j < kP / 2; ++j)
+    for (int j = 0; j < kAcc / 4; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(staging_pair_addr(base, j, h, w, lane)),
                      "r"(__float_as_uint(d[2 * j + h]))
                      : "memory");
+  }
+
+  template <int kBN>
+  H3_DEVICE void publish(int row0, int col0, u8* staging, int wg) const {
     fence_proxy_async_smem();
     named_barrier_sync(wg, 128);
-    if (tid == 0) {
+    if (threadIdx.x % 128 == 0) {
 #pragma unroll
-      for (int box = 0; box < kP / 16; ++box) {
+      for (int box = 0; box < kBN / 64; ++box) {
         const int x = col0 + 64 * box;
         if (x < N) tma_store_2d(desc_c, staging + box * 8192, x, row0);
       }
