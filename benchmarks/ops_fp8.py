@@ -493,10 +493,6 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
     if op in ("out_proj", "mlp"):
         # the deferred epilogue's other setting (gemm.FP8_DEFER), same run
         fns["h3_other_defer"] = with_setting(gemm, "FP8_DEFER", not gemm.FP8_DEFER, fns["h3"])
-        if "engine" in fns:
-            fns["engine_other_defer"] = with_setting(
-                gemm, "FP8_DEFER", not gemm.FP8_DEFER, fns["engine"]
-            )
     if other_clusters and op in ("pre_attention", "out_proj", "mlp"):
         fns["h3_other_cluster"] = other_cluster(fns["h3"])
         if "engine" in fns:

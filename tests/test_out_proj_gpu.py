@@ -290,20 +290,21 @@ def test_nvfp4_out_proj_graph(backend, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
-# NOTE: the deferred epilogue (gemm.FP8_DEFER: the 128 x 192 single-CTA kernels above M = 256 with
-# promotion mode 5, the gated residual's finish run under the next tile's first k-tiles): M = 257
-# a lone 1-row last tile, 4097 one row past a tile, 4824 with the tail split's 8 leftover tiles
-# (their finish after the split's sum), 38592 many tiles per CTA; both forms.
+# NOTE: the deferred epilogue (gemm.FP8_DEFER, on by default: the 128 x 192 single-CTA kernels above
+# M = 256 with promotion mode 5, the gated residual's finish run under the next tile's first
+# k-tiles) runs in the tests above; here the kernels without it (mode 3): M = 257 a lone 1-row
+# last tile, 4097 one row past a tile, 4824 with the tail split's 8 leftover tiles, 38592 many
+# tiles per CTA; both forms.
 @pytest.mark.parametrize(
     "m, fused",
     [(257, True), (257, False), (4097, True), (4824, True), (4824, False), (38592, True)],
 )
-def test_fp8_out_proj_deferred(m, fused, rng, monkeypatch):
-    """The FP8 out_proj with the deferred epilogue; same checks."""
+def test_fp8_out_proj_not_deferred(m, fused, rng, monkeypatch):
+    """The FP8 out_proj without the deferred epilogue; same checks."""
     from h3cupy.ops import gemm, out_proj
 
     _need_sm90()
-    monkeypatch.setattr(gemm, "FP8_DEFER", True)
+    monkeypatch.setattr(gemm, "FP8_DEFER", False)
     monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
     results = check_out_proj_fp8(m, rng, max_ref_rows=400)
     bad = [r.row() for r in results if not r.passed]
