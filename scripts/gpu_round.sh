@@ -63,10 +63,10 @@ case "$MODE" in
     run 150 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --report-api-errors no \
       --error-exitcode 3 python3 scripts/memcheck_deferred.py
     ;;
-  s17-d)  # the FP8 operators on the committed defaults against torch.compile (20 rounds, random
+  s17-d)  # the FP8 operators on the committed defaults against torch.compile (10 rounds, random
           # order), each with the other FP8_DEFER in the same run: the README's figures
     smi_start
-    run 420 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp \
+    run 330 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp \
       --m 4824 9648 19296 38592 --reps 10 --json "$OUT/bench_ops.json"
     smi_stop
     ;;
