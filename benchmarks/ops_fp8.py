@@ -471,7 +471,9 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
             )
 
         fns["h3"] = lambda i: mlp_call()
+        # the default is the single-launch quantization of y (mlp.FUSED_QUANT, since session 17)
         fns["h3_fused"] = fused_quant(lambda i: mlp_call(workspace_flags=flags))
+        fns["h3_two_launch"] = fused_quant(lambda i: mlp_call(), False)
         fns["h3_no_quant"] = without_quant_launch(fused_quant(fns["h3"], False))
         fns["h3_no_tail"] = tail_split(fns["h3"], False)
         args = (x, w, scale, shift, idx, gate, residual, w1q, w1s, w2q, w2s)
@@ -490,9 +492,6 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
 
         # the engine launched programmatically (launch.PDL, off by default), same run
         fns["h3_pdl"] = with_setting(launch, "PDL", True, fns["h3"])
-    if op in ("out_proj", "mlp"):
-        # the deferred epilogue's other setting (gemm.FP8_DEFER), same run
-        fns["h3_other_defer"] = with_setting(gemm, "FP8_DEFER", not gemm.FP8_DEFER, fns["h3"])
     if other_clusters and op in ("pre_attention", "out_proj", "mlp"):
         fns["h3_other_cluster"] = other_cluster(fns["h3"])
         if "engine" in fns:
@@ -545,7 +544,6 @@ def run(
         "h3_tile_m192",
         "h3_tile_m128",
         "h3_other_cluster",
-        "h3_other_defer",
     ):
         if f"{k}_ms" in row:
             row[f"speedup_vs_{k}"] = row[f"{k}_ms"] / row["h3_ms"]

@@ -83,12 +83,13 @@ def test_mlp_errors(rng):
 
 
 @pytest.mark.parametrize("m", (129, 4824))
-def test_mlp_fp8_fused_y_quantization(m, rng, monkeypatch):
-    """FC2 quantizing y inside its launch behind the workspace_flags counters."""
+def test_mlp_fp8_separate_y_quantization(m, rng, monkeypatch):
+    """y's per-token FP8 as a launch of its own (FUSED_QUANT = False; the tests above run the
+    default, FC2 quantizing y inside its launch behind the workspace_flags counters)."""
     from h3cupy.ops import mlp
 
     _need_sm90()
-    monkeypatch.setattr(mlp, "FUSED_QUANT", True)
+    monkeypatch.setattr(mlp, "FUSED_QUANT", False)
     results = check_mlp_fp8(m, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
@@ -195,18 +196,3 @@ def test_swiglu_silu_exhaustive():
     # of error against the 2^16 fp32 ulps of one bf16 step)
     flips = int((diff > 0).sum())
     assert flips <= 0.002 * w.size, f"{flips} of {w.size} silu values differ from the reference"
-
-
-@pytest.mark.parametrize("m, fused", [(257, True), (4824, True), (4824, False)])
-def test_mlp_fp8_not_deferred(m, fused, rng, monkeypatch):
-    """FC1 (SwiGLU) and FC2 (the gated residual) without the deferred epilogue (gemm.FP8_DEFER
-    off; the tests above run it in the 128 x 192 single-CTA kernels above M = 256); same checks,
-    y_scale exact to the kernel's own y."""
-    from h3cupy.ops import gemm, mlp
-
-    _need_sm90()
-    monkeypatch.setattr(gemm, "FP8_DEFER", False)
-    monkeypatch.setattr(mlp, "FUSED_QUANT", fused)
-    results = check_mlp_fp8(m, rng)
-    bad = [r.row() for r in results if not r.passed]
-    assert not bad, "\n".join(bad)

@@ -22,8 +22,7 @@ namespace h3 {
 // checks they agree). The unpromoted 224- and 256-column tiles fit it since the chunked partial
 // sums (session 9).
 template <int kBN, int kPromote, bool kPingPong>
-constexpr bool kTailOk =
-    !kPingPong && kPromote != 4 && kPromote != 6 && (kPromote == 0 || kBN <= 192);
+constexpr bool kTailOk = !kPingPong && kPromote != 4 && (kPromote == 0 || kBN <= 192);
 
 // The scales through shared memory and a one-pass store (EpiScaleBf16's kVecCols) in the FP8
 // 192-column tiles, where the ring keeps its 4 stages (gemm.wgmma_vec_cols mirrors it).

@@ -65,76 +65,6 @@ struct EpiSwiglu {
     });
   }
 
-  // The deferred epilogue (promotion modes 5 / 6, h3/gemm_sm90.cuh; kVecCols only): pack forms
-  // y's bf16 pairs in place (block b, row half h in d[2b + h]; the roundings of swiglu_store),
-  // finish writes them into the staging buffer's 32-column boxes, publish stores them.
-  static constexpr bool kDeferPack = kVecCols > 0;
-
-  template <int kAcc>
-  H3_DEVICE void pack(float (&d)[kAcc], int /*row0*/, int /*col0*/, int wg, u8* vec) const {
-    static_assert(2 * kAcc == kVecCols && kAcc % 8 == 0, "the tile's columns, whole blocks");
-    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32, q4 = lane % 4;
-    if (tid == 0) bulk_wait_read();  // the previous tile's stores have read the staging buffer
-    vec_wait(wg);
-    const u32 v = smem_addr(vec);
-    float as[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) as[h] = lds_f32(v + 4 * (16 * w + lane / 4 + 8 * h));
-    // (blocks outer, halves inner: slot 2b + h is written after every slot it reads, 8b + 2h..)
-#pragma unroll
-    for (int b = 0; b < kAcc / 8; ++b) {
-      const float2 wgs = lds_f2(v + 4 * (64 + 16 * b + 2 * q4));
-      const float2 wus = lds_f2(v + 4 * (64 + 16 * b + 2 * q4 + 8));
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float g0 = (d[4 * (2 * b) + 2 * h] * as[h]) * wgs.x;
-        float g1 = (d[4 * (2 * b) + 2 * h + 1] * as[h]) * wgs.y;
-        float u0 = (d[4 * (2 * b + 1) + 2 * h] * as[h]) * wus.x;
-        float u1 = (d[4 * (2 * b + 1) + 2 * h + 1] * as[h]) * wus.y;
-        round_bf16x2(g0, g1);
-        round_bf16x2(u0, u1);
-        float s0 = silu_approx(g0), s1 = silu_approx(g1);
-        round_bf16x2(s0, s1);
-        d[2 * b + h] = __uint_as_float(cvt_bf16x2(s0 * u0, s1 * u1));
-      }
-    }
-  }
-
-  template <int kAcc>
-  H3_DEVICE void finish(const float (&d)[kAcc], int /*row0*/, int /*col0*/, u8* staging,
-                        int /*wg*/, u8* /*vec*/) const {
-    constexpr int kBlocks = kAcc / 8;  // y's 8-column groups (32-column boxes of 4)
-    static_assert(kBlocks % 4 == 0 && kBlocks * 1024 <= 2 * 8192, "whole boxes, one pass");
-    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
-    const u32 base = smem_addr(staging);
-#pragma unroll
-    for (int b = 0; b < kBlocks; ++b)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        // the 64B swizzle of store_fragment_bf16_boxes<32>: chunk c of row r at c ^ ((r / 2) % 4)
-        const int r = 16 * w + lane / 4 + 8 * h;
-        const u32 addr = base + (b / 4) * 4096 + r * 64 + (((b % 4) ^ ((lane / 8) % 4)) * 16) +
-                         4 * (lane % 4);
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(__float_as_uint(d[2 * b + h]))
-                     : "memory");
-      }
-  }
-
-  template <int kBN>
-  H3_DEVICE void publish(int row0, int col0, u8* staging, int wg) const {
-    fence_proxy_async_smem();
-    named_barrier_sync(wg, 128);
-    if (threadIdx.x % 128 == 0) {
-      const int ffn = N / 2, ycol0 = col0 / 2;
-#pragma unroll
-      for (int box = 0; box < kBN / 64; ++box) {  // y: kBN / 2 columns, 32-column boxes
-        const int x = ycol0 + 32 * box;
-        if (x < ffn) tma_store_2d(desc_y, staging + box * 4096, x, row0);
-      }
-      bulk_commit();
-    }
-  }
-
   // ws(b, up): the weight scales of block b's gate (up: up) column pair; as(h): the activation
   // scale of row half h.
   template <int kAcc, class Ws, class As>
@@ -205,13 +135,6 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) mlp_fc1_fp8_x2_sm90(H3_F
 __global__ void __launch_bounds__(384, 1) mlp_fc1_fp8_n192_sm90(H3_FC1_PARAMS) {
   const EpiSwiglu<H3_EPI_VEC(192)> epi{a_scale, w_scale, &desc_y, M, N};
   gemm_sm90_body<1, 192, kOpsFp8Promote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
-}
-
-// The same with the deferred epilogue (gemm.FP8_DEFER; promotion mode kOpsFp8Promote + 2: the
-// y stores run under the next tile's first span).
-__global__ void __launch_bounds__(384, 1) mlp_fc1_fp8_n192_d_sm90(H3_FC1_PARAMS) {
-  const EpiSwiglu<192> epi{a_scale, w_scale, &desc_y, M, N};
-  gemm_sm90_body<1, 192, kOpsFp8Promote + 2, 1>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
 // Small M: single CTAs, 128 x 128 tiles.

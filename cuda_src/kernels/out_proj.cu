@@ -106,95 +106,6 @@ struct EpiGatedResidual {
     cp_async_commit();
   }
 
-  // The deferred epilogue (promotion modes 5 / 6, h3/gemm_sm90.cuh; kVecCols only): pack forms
-  // o's bf16 pairs in place, finish gates them and adds the residual in the staging buffer (the
-  // same operations, in the same order, as the one-call epilogue below), publish stores it.
-  static constexpr bool kDeferPack = kVecCols > 0;
-
-  template <int kAcc>
-  H3_DEVICE void pack(float (&d)[kAcc], int row0, int /*col0*/, int wg, u8* vec) const {
-    static_assert(2 * kAcc == kVecCols, "the tile's columns");
-    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
-    vec_wait(wg);
-    const u32 vws = smem_addr(vec);
-    float as[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 16 * w + lane / 4 + 8 * h;
-      as[h] = 0.f;
-      if (row < M) as[h] = kLiveScale ? __ldcg(act_scale + row) : act_scale[row];
-    }
-#pragma unroll
-    for (int j = 0; j < kAcc / 4; ++j) {
-      const float2 ws = lds_f2(vws + 4 * (8 * j + 2 * q4));
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        d[2 * j + h] = __uint_as_float(cvt_bf16x2((d[4 * j + 2 * h] * as[h]) * ws.x,
-                                                  (d[4 * j + 2 * h + 1] * as[h]) * ws.y));
-    }
-  }
-
-  template <int kAcc>
-  H3_DEVICE void finish(const float (&d)[kAcc], int row0, int col0, u8* staging, int /*wg*/,
-                        u8* vec) const {
-    constexpr int kGroups = kAcc / 4;  // 8-column groups (d holds 2 kGroups pairs)
-    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32, q4 = lane % 4;
-    const u32 vidx = smem_addr(vec) + 4 * kVecCols;
-    bool valid[2];
-    const bf16_t* grow[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = 16 * w + lane / 4 + 8 * h, row = row0 + r;
-      i64 gi = -1;
-      if (row < M)
-        gi = index_is_64 ? static_cast<i64>(lds_s64(vidx + 8 * r))
-                         : static_cast<i64>(static_cast<int>(lds_u32(vidx + 4 * r)));
-      valid[h] = gi >= 0 && gi < rows;  // false past M
-      grow[h] = gate + (valid[h] ? gi : 0) * gate_stride;
-    }
-    // gate pairs in batches of 8 groups (the registers the in-flight fragment leaves)
-    constexpr int kBatch = 8;
-    static_assert(kGroups % kBatch == 0, "whole batches");
-    const u32 base = smem_addr(staging);
-#pragma unroll
-    for (int j0 = 0; j0 < kGroups; j0 += kBatch) {
-      u32 gv[2][kBatch];
-#pragma unroll
-      for (int t = 0; t < kBatch; ++t)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int col = col0 + 8 * (j0 + t) + 2 * q4;
-          gv[h][t] = valid[h] && col < N ? *reinterpret_cast<const u32*>(grow[h] + col) : 0u;
-        }
-#pragma unroll
-      for (int t = 0; t < kBatch; ++t) {
-        const int j = j0 + t;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          if (!valid[h]) continue;  // the staging buffer holds the residual pair: out = residual
-          const u32 addr = staging_pair_addr(base, j, h, w, lane);
-          const u32 out =
-              add_bf16x2(lds_u32(addr), mul_bf16x2(gv[h][t], __float_as_uint(d[2 * j + h])));
-          asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(out) : "memory");
-        }
-      }
-    }
-  }
-
-  template <int kBN>
-  H3_DEVICE void publish(int row0, int col0, u8* staging, int wg) const {
-    fence_proxy_async_smem();
-    named_barrier_sync(wg, 128);  // (every vector read is above this barrier)
-    if (threadIdx.x % 128 == 0) {
-#pragma unroll
-      for (int box = 0; box < kBN / 64; ++box) {
-        const int x = col0 + 64 * box;
-        if (x < N) tma_store_2d(desc_out, staging + box * 8192, x, row0);
-      }
-      bulk_commit();
-    }
-  }
-
   // kVecCols: the epilogue from the shared-memory vectors (see above)
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
@@ -537,12 +448,11 @@ struct ProQuantRowsFp8 {
 // One FP8 out_proj kernel: 128 x BN tiles in clusters of CLUSTER CTAs (CLUSTER_ATTR its
 // __cluster_dims__), VEC bytes of epilogue vectors per warpgroup, LIVE: the activation scales
 // written in the launch (the single-launch form, PRO_T = ProQuantRowsFp8).
-#define H3_OP_KERNEL(NAME, CLUSTER_ATTR, CLUSTER, BN, VEC, LIVE, PARAMS, PRO_T, PRO,           \
-                     PROMOTE)                                                                   \
+#define H3_OP_KERNEL(NAME, CLUSTER_ATTR, CLUSTER, BN, VEC, LIVE, PARAMS, PRO_T, PRO)           \
   __global__ void CLUSTER_ATTR __launch_bounds__(384, 1) NAME(PARAMS) {                         \
     H3_OP_EPI(LIVE, VEC);                                                                       \
     PRO;                                                                                        \
-    gemm_sm90_body<1, BN, PROMOTE, CLUSTER, EpiGatedResidual<LIVE, false, true, VEC>,           \
+    gemm_sm90_body<1, BN, kOpsFp8Promote, CLUSTER, EpiGatedResidual<LIVE, false, true, VEC>,    \
                    false, PRO_T, 2, false, true>(desc_a, desc_b, M, N, k_bytes, epi, pro, 1,    \
                                                  {tail_part, tail_count, tail_splits});         \
   }
@@ -551,23 +461,16 @@ struct ProQuantRowsFp8 {
 // CTAs (1, the default); M <= 256: 128 x 128 tiles on single CTAs. Two-launch forms, then the
 // single-launch ones.
 H3_OP_KERNEL(out_proj_fp8_x2_sm90, H3_CLUSTER_X2, 2, 192, H3_EPI_VEC(192), false, H3_OP_PARAMS,
-             NoProducerHooks, H3_OP_NO_PRO, kOpsFp8Promote)
+             NoProducerHooks, H3_OP_NO_PRO)
 H3_OP_KERNEL(out_proj_fp8_n192_sm90, , 1, 192, H3_EPI_VEC(192), false, H3_OP_PARAMS,
-             NoProducerHooks, H3_OP_NO_PRO, kOpsFp8Promote)
-H3_OP_KERNEL(out_proj_fp8_sm90, , 1, 128, 0, false, H3_OP_PARAMS, NoProducerHooks, H3_OP_NO_PRO,
-             kOpsFp8Promote)
+             NoProducerHooks, H3_OP_NO_PRO)
+H3_OP_KERNEL(out_proj_fp8_sm90, , 1, 128, 0, false, H3_OP_PARAMS, NoProducerHooks, H3_OP_NO_PRO)
 H3_OP_KERNEL(out_proj_fp8_fused_x2_sm90, H3_CLUSTER_X2, 2, 192, H3_EPI_VEC(192), true,
-             H3_OP_FUSED_PARAMS, ProQuantRowsFp8, H3_OP_PRO, kOpsFp8Promote)
+             H3_OP_FUSED_PARAMS, ProQuantRowsFp8, H3_OP_PRO)
 H3_OP_KERNEL(out_proj_fp8_fused_n192_sm90, , 1, 192, H3_EPI_VEC(192), true, H3_OP_FUSED_PARAMS,
-             ProQuantRowsFp8, H3_OP_PRO, kOpsFp8Promote)
+             ProQuantRowsFp8, H3_OP_PRO)
 H3_OP_KERNEL(out_proj_fp8_fused_sm90, , 1, 128, 0, true, H3_OP_FUSED_PARAMS, ProQuantRowsFp8,
-             H3_OP_PRO, kOpsFp8Promote)
-// The 128 x 192 single-CTA forms with the deferred epilogue (gemm.FP8_DEFER; promotion mode
-// kOpsFp8Promote + 2: the gated residual's finish runs under the next tile's first span).
-H3_OP_KERNEL(out_proj_fp8_n192_d_sm90, , 1, 192, 192, false, H3_OP_PARAMS, NoProducerHooks,
-             H3_OP_NO_PRO, kOpsFp8Promote + 2)
-H3_OP_KERNEL(out_proj_fp8_fused_n192_d_sm90, , 1, 192, 192, true, H3_OP_FUSED_PARAMS,
-             ProQuantRowsFp8, H3_OP_PRO, kOpsFp8Promote + 2)
+             H3_OP_PRO)
 
 #undef H3_OP_KERNEL
 #undef H3_OP_NO_PRO

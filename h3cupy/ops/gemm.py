@@ -198,10 +198,7 @@ WGMMA_VARIANTS = (
     ("e4m3", 192, 0, 2, False),
     ("e4m3", 224, 3, 2, False),
     ("e4m3", 192, 3, 1, False),
-    ("e4m3", 192, 5, 1, False),
 )
-#: (Promotion mode 5: mode 3 with the deferred epilogue, :data:`FP8_DEFER`; benchmark-only in
-#: the plain GEMM, where it measured 1-2% slower than mode 3.)
 
 #: Cluster size of the 192-column FP8 tiles above M = 256, in the engine's default and in the FP8
 #: operators' kernels (out_proj, the MLP's FC1 and FC2, the FP8 pre-attention's 192 x 128 tiles):
@@ -217,23 +214,12 @@ FP8_CLUSTER = 1
 #: (``kOpsFp8Promote`` in gemm_sm90.cuh): mode 3 measured 3-5% faster than mode 1 on the H200.
 FP8_PROMOTE = 3
 
-#: The deferred epilogue (promotion mode ``FP8_PROMOTE + 2``, h3/gemm_sm90.cuh) in the FP8
-#: operators' 128 x 192 single-CTA kernels above M = 256 (the out_proj, the MLP's FC1 and FC2):
-#: each tile's epilogue is split into a pack (the scales and bf16 roundings, at the end of the
-#: tile), a finish (the gated residual in the staging buffer, or y's shared-memory writes) run
-#: while the next tile's first k-tiles are in the tensor cores, and a publish (the TMA stores).
-#: The same bytes as without it. On by default since session 17: 0-1.4% faster on the H200
-#: (benchmarks/NOTES.md). The engine's plain GEMM keeps mode 3 (its epilogue has little to
-#: defer; mode 5 measured 1-2% slower there): ``gemm_wgmma(..., promote=5)`` runs it. A module
-#: setting, so that benchmarks and tests can run both forms.
-FP8_DEFER = True
-
 
 def wgmma_has_tail(tile_n: int, promote: int, pingpong: bool) -> bool:
     """Whether the gemm_wgmma variant is built with the tail split (``kTailOk`` in
     gemm_wgmma.cu): cooperative, promotion mode other than 4, and no promotion above 192
     columns (those two spill with it)."""
-    return not pingpong and promote not in (4, 6) and (promote == 0 or tile_n <= 192)
+    return not pingpong and promote != 4 and (promote == 0 or tile_n <= 192)
 
 
 def _wgmma_name(

@@ -8,13 +8,15 @@
     o        = bf16((acc2 * s_y[m]) * w2_scale[n])
     out      = bf16(residual + bf16(gate[i] * o)),  out = residual on invalid rows
 
-Four launches by default: the prologue (FP8), FC1 with the SwiGLU epilogue
-(``cuda_src/kernels/mlp.cu``), the per-token FP8 of y, and FC2 with the gated-residual epilogue
-(``out_proj.cu``). With ``h3cupy.ops.mlp.FUSED_QUANT = True``, FC2 quantizes y inside its own
-launch (consumer warps for the first round's rows, spare producer warps for the rest) and
-publishes it per 128-row tile through the ``workspace_flags`` counters, as the seed describes:
-three launches. H200-verified; level with the four launches at M = 4824-19296 and 3% slower at
-38592 (benchmarks/NOTES.md, session 7), so not the default.
+Three launches by default: the prologue (FP8), FC1 with the SwiGLU epilogue
+(``cuda_src/kernels/mlp.cu``), and FC2 with the gated-residual epilogue (``out_proj.cu``), which
+quantizes y inside its own launch (consumer warps for the first round's rows, spare producer
+warps for the rest) and publishes it per 128-row tile through the ``workspace_flags`` counters,
+as the seed describes. With ``h3cupy.ops.mlp.FUSED_QUANT = False`` the per-token FP8 of y is a
+launch of its own (four launches). H200-verified both ways; the three launches are the default
+since session 17: level at M = 4824 / 9648 and 1-5% faster at 19296 / 38592 in this session's
+five same-run measurements (benchmarks/NOTES.md; session 7 had measured them 3% slower at
+38592).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ MLP = jit.ModuleSpec(
         "h3::mlp_fc1_fp8_x2_sm90",
         "h3::mlp_fc1_fp8_sm90",
         "h3::mlp_fc1_fp8_n192_sm90",
-        "h3::mlp_fc1_fp8_n192_d_sm90",
         "h3::mlp_fc1_fp8_mma_smxx<1>",
         "h3::mlp_fc1_fp8_mma_smxx<2>",
     ),
@@ -40,9 +41,9 @@ MLP = jit.ModuleSpec(
 FP8_MMA_FORMS = arch.FP8_MMA_FORMS
 
 
-#: True: FC2 quantizes y inside its launch (three launches); False (default): y's per-token FP8
-#: is a launch of its own (four). Read on the wgmma back end only.
-FUSED_QUANT = False
+#: True (default since session 17): FC2 quantizes y inside its launch (three launches); False:
+#: y's per-token FP8 is a launch of its own (four). Read on the wgmma back end only.
+FUSED_QUANT = True
 
 
 def minimax_h3_mlp_fc2_flags_sm120(m: int) -> int:
@@ -173,8 +174,7 @@ def minimax_h3_mlp_fp8_sm120(
     cluster = gemm.FP8_CLUSTER if m > 256 else 1
     tile_n = 192 if m > 256 else 128
     tiles = "" if m <= 256 else "_x2" if cluster == 2 else "_n192"
-    defer = "_d" if tiles == "_n192" and gemm.FP8_DEFER else ""  # the deferred epilogue
-    kernel = jit.get_kernel(MLP, f"h3::mlp_fc1_fp8{tiles}{defer}_sm90", target)
+    kernel = jit.get_kernel(MLP, f"h3::mlp_fc1_fp8{tiles}_sm90", target)
     # the 192-column kernel reads its scales from shared memory (mlp.cu, EpiSwiglu's kVecBytes:
     # 64 row and 192 column floats per warpgroup)
     smem = gemm.wgmma_smem_bytes(tile_n, vec=gemm.scale_vec_bytes(192 if tile_n == 192 else 0))

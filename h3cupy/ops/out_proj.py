@@ -53,9 +53,7 @@ def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
     cluster = gemm.FP8_CLUSTER if m > 256 else 1
     tile_n = 192 if m > 256 else 128
     tiles = "" if m <= 256 else "_x2" if cluster == 2 else "_n192"
-    # the 128 x 192 single-CTA tiles with the deferred epilogue (gemm.FP8_DEFER): "_d"
-    defer = "_d" if tiles == "_n192" and gemm.FP8_DEFER else ""
-    name = f"h3::out_proj_fp8{'_fused' if fused else ''}{tiles}{defer}_sm90"
+    name = f"h3::out_proj_fp8{'_fused' if fused else ''}{tiles}_sm90"
     kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
     # the 192-column kernels take the epilogue's vectors through shared memory (out_proj.cu,
     # EpiGatedResidual's kVecBytes: 192 weight scales and 64 eight-byte gate indices per
@@ -120,8 +118,6 @@ OUT_PROJ = jit.ModuleSpec(
         "h3::out_proj_fp8_fused_sm90",
         "h3::out_proj_fp8_n192_sm90",
         "h3::out_proj_fp8_fused_n192_sm90",
-        "h3::out_proj_fp8_n192_d_sm90",
-        "h3::out_proj_fp8_fused_n192_d_sm90",
         "h3::out_proj_nvfp4_smxx",
         "h3::out_proj_fp8_mma_smxx<1>",
         "h3::out_proj_fp8_mma_smxx<2>",

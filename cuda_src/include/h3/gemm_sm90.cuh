@@ -29,13 +29,7 @@
 //   alternately, so k-tile kt + 1 is in the tensor cores while k-tile kt is added (three
 //   fragments, kBN <= 128). kPromote = 3 / 4: as 1, but a fresh fragment holds two / four
 //   k-tiles (256- / 512-deep FP8 sums in the tensor core, 1/2 / 1/4 of mode 1's waits and adds;
-//   two fragments, kBN <= 192). kPromote = 5 / 6: as 3 / 4, with the epilogue in two halves
-//   (the epilogue's kDeferPack interface, below): `pack` turns the finished fragment into bf16
-//   pairs at the end of the tile, and `finish` (the stores, and whatever else the epilogue does
-//   on the pairs) runs after the next tile's first span has been issued into the accumulator,
-//   so the tensor cores work through that span meanwhile (the cooperative schedule otherwise
-//   idles them for the whole epilogue). A tile's vector and operand prefetches start after the
-//   previous tile's `finish`.
+//   two fragments, kBN <= 192).
 //
 // The epilogue functor receives each consumer warpgroup's fragment once per tile:
 //   epi(d, row0, col0, staging, wg): d[kBN / 2] is the 64 x kBN block at rows row0.., columns
@@ -129,27 +123,6 @@ H3_DEVICE void vec_wait(int wg) {
 #else
 #define H3_EPI_VEC(n) (n)
 #endif
-// `static constexpr bool kDeferPack = true` (required by promotion modes 5 / 6) with members
-//   template <int kAcc> void pack(float (&d)[kAcc], int row0, int col0, int wg, u8* vec) const
-//   template <int kAcc> void finish(const float (&d)[kAcc], int row0, int col0, u8* staging,
-//                                   int wg, u8* vec) const
-//   template <int kBN> void publish(int row0, int col0, u8* staging, int wg) const
-// (vec: the kVecBytes area, null without one): the deferred epilogue's halves (see kPromote
-// above). pack packs the finished fragment in place into what finish needs, typically the bf16
-// pair of columns col0 + 8j + mma_c_col(lane, 0) .. + 1 at row half h in d[2j + h] (its bit
-// pattern, __float_as_uint), formed from d[4j + 2h], d[4j + 2h + 1] (slot 2j + h is consumed
-// before it is written); finish reads it from d. pack runs with no wgmma in flight, after the
-// epilogue's operand prefetch has landed, and may wait for the vectors; it must also leave the
-// staging buffer free (the previous tile's stores have read it). finish runs while the next
-// tile's first wgmmas are in flight into the other fragment, with the registers the two leave,
-// and must not wait on anything that the next tile's mainloop produces; it writes the output
-// block into the staging buffer. publish, after those wgmmas have completed, makes the block
-// visible to the async proxy and issues its TMA stores (fence.proxy.async is a MEMBAR.ALL.CTA
-// in SASS: issued under the in-flight wgmmas it measured as if it waited for them, session 17).
-// Every thread's vector reads come before publish's warpgroup barrier. (A separate array of
-// pairs, live beside both 96-register fragments, spilled.)
-H3_MEMBER_OR(EpiDeferPack, kDeferPack)
-
 // `static constexpr bool kFullStaging = true`: the whole 64 x kBN block per warpgroup in the
 // staging buffer (as prefetching epilogues get), stored in one pass (no wait for the previous
 // pass's TMA store to read the buffer in the middle of the epilogue).
@@ -184,7 +157,7 @@ struct Sm90GemmCfg {
                     (kFmt == 0 && kPromote == 0 && (kBN == 16 || kBN == 136)),
                 "tile N must be 128, 192, 224 or 256 (bf16 also 16 or 136: swap-AB, small M)");
   static_assert(kPromote == 0 ||
-                    ((kPromote == 1 || (kPromote >= 3 && kPromote <= 6)) && kBN <= 224) ||
+                    ((kPromote == 1 || kPromote == 3 || kPromote == 4) && kBN <= 224) ||
                     (kPromote == 2 && kBN <= 128),
                 "FP8 promotion: two fragments need tile N <= 192, three tile N <= 128");
   static_assert(kCluster == 1 || kCluster == 2, "cluster size 1 or 2");
@@ -386,11 +359,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   static_assert(!kSplitK || (kCluster == 1 && !kPingPong && kPromote == 0),
                 "split-K: single CTAs, cooperative schedule, no promotion");
   static_assert(!kTail || (!kSplitK && !kPingPong), "tail split: cooperative schedule, no split-K");
-  // Promotion modes 5 / 6: modes 3 / 4 with the deferred epilogue (see the top of this file).
-  constexpr bool kDefer = kPromote == 5 || kPromote == 6;
-  static_assert(!kDefer || (!kPair && !kPingPong && !kSplitK && EpiDeferPack<Epi, false>::value),
-                "deferred epilogue: cooperative schedule, no N-tile pairs, no split-K, an "
-                "epilogue with pack / finish (kDeferPack)");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster,
                           kPf || EpiFullStaging<Epi, false>::value, kWG, kVec,
@@ -721,23 +689,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       };
       // (the unit count is formed again at each test, from the opaque M: held across the
       // mainloop, it was the word ptxas spilled in the 192-row FP8 kernel with the tail split)
-      // kDefer: the finished unit whose epilogue's finish has not run yet (acc holds its packed
-      // bf16 pairs)
-      [[maybe_unused]] bool pend = false;
-      [[maybe_unused]] int prow0 = 0, pcol0 = 0;
-      [[maybe_unused]] auto run_pending = [&]() {
-        if constexpr (kDefer) {
-          if (!pend) return;
-          epi.finish(acc, prow0, pcol0, my_staging, wg, kVec > 0 ? my_vec : nullptr);
-        }
-      };
-      [[maybe_unused]] auto publish_pending = [&]() {
-        if constexpr (kDefer) {
-          if (!pend) return;
-          pend = false;
-          epi.template publish<kBN>(prow0, pcol0, my_staging, wg);
-        }
-      };
       H3_EP_STAMP(ep_start);
       for (int t = cluster_id; live(t); t += clusters, ++tiles) {
         H3_EP_STAMP(ep0);
@@ -749,11 +700,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         tile_mn(t, tile, mp, nt);
         const int row0 = (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1);
         // (before the fragments are live: in the first k-tile it spilled the loop counter)
-        if constexpr (kVec > 0 && !kDefer) epi.template prefetch_vec<kBN>(row0, nt * kBN, my_vec);
-        if constexpr (!kDefer) {  // (deferred: the pending epilogue still reads acc)
+        if constexpr (kVec > 0) epi.template prefetch_vec<kBN>(row0, nt * kBN, my_vec);
 #pragma unroll
-          for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
-        }
+        for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
         const int it0 = it;
         // Issue the 4 k-steps of k-tile kt into fragment f (scale_d = 0 on the first one when
         // `fresh`); waits for the stage's TMA bytes first. After k-tile 0, the epilogue's
@@ -779,7 +728,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                                   wgmma_desc_k128b(b_base + Cfg::kStepBytes * k),
                                   fresh ? k : 1);
           wgmma_commit();
-          if constexpr (kPf && !kDefer) {
+          if constexpr (kPf) {
             if (kt == 0) epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
           }
         };
@@ -807,7 +756,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 #pragma unroll
             for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += part[i];
           }
-        } else if constexpr (kPromote >= 3 && kPromote <= 6) {
+        } else if constexpr (kPromote == 3 || kPromote == 4) {
           // A fresh fragment takes kSpan k-tiles (kSpan x 128-deep FP8 sums in the tensor core)
           // before its fp32 add: 1 / kSpan of mode 1's drains and adds. Each k-tile is its own
           // commit group, and its stage is released as soon as that group completes, so the
@@ -817,7 +766,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           // kSpan / 2 long): they wait on the same full barriers, so aligned spans would drain the
           // tensor cores together; offset, one warpgroup's drain and add run while the other's
           // k-tiles are queued.
-          constexpr int kSpan = kPromote == 3 || kPromote == 5 ? 2 : 4;
+          constexpr int kSpan = kPromote == 3 ? 2 : 4;
           float part[Cfg::kAcc];
           auto add_part = [&]() {
             fence_fragment(part);
@@ -836,31 +785,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             add_part();
           };
           int kt = 0;
-          if constexpr (kDefer) {
-            // The first span (warpgroup 2's half long, the offset) into the fresh fragment, then
-            // the previous unit's pending finish while the tensor cores run it; after the span,
-            // its publish (the stores), this unit's prefetches (the vectors have been read, the
-            // stores issued from the staging buffer), and the span's sum becomes the running
-            // total. The host guarantees k_tiles >= 1.
-            const int n0 = min(wg == 2 ? kSpan / 2 : kSpan, k_tiles);
-#pragma unroll
-            for (int i = 0; i < Cfg::kAcc; ++i) part[i] = 0.f;
-#pragma unroll
-            for (int q = 0; q < kSpan; ++q)
-              if (q == 0 || q < n0) issue(part, q, false);
-            run_pending();
-            wgmma_wait<0>();
-#pragma unroll
-            for (int q = 0; q < kSpan; ++q)
-              if (q < n0) release(stage_of(q));
-            publish_pending();
-            if constexpr (kVec > 0) epi.template prefetch_vec<kBN>(row0, nt * kBN, my_vec);
-            if constexpr (kPf) epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
-            fence_fragment(part);
-#pragma unroll
-            for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = part[i];
-            kt = n0;
-          } else if (wg == 2 && k_tiles > kSpan / 2) {
+          if (wg == 2 && k_tiles > kSpan / 2) {
             short_span(0, kSpan / 2);
             kt = kSpan / 2;
           }
@@ -921,12 +846,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             if (!tail_sum(acc, ti - whole(), pp)) continue;  // not its tile's last arrival
           }
         }
-        if constexpr (kDefer) {
-          epi.pack(acc, row0, nt * kBN, wg, kVec > 0 ? my_vec : nullptr);
-          pend = true;  // finish under the next unit's first span, or after the loop
-          prow0 = row0;
-          pcol0 = nt * kBN;
-        } else if constexpr (kSplitK) {
+        if constexpr (kSplitK) {
           epi(acc, row0, nt * kBN, my_staging, wg, part);
         } else if constexpr (kVec > 0) {
           epi(acc, row0, nt * kBN, my_staging, wg, my_vec);
@@ -936,10 +856,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         H3_EP_STAMP(ep3);
         H3_EP_ADD(2, ep3 - ep2);
         H3_EP_ADD(4, 1);
-      }
-      if constexpr (kDefer) {  // the last unit's
-        run_pending();
-        publish_pending();
       }
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
       H3_EP_STAMP(ep_end);
@@ -1118,58 +1034,6 @@ struct EpiScaleBf16 {
         const int x = col0 + 32 * box;
         if (x < N) tma_store_2d(desc_c, src, x, row0);
       });
-    }
-  }
-
-  // The deferred epilogue (promotion modes 5 / 6; kVecCols only): pack scales and rounds the
-  // fragment into bf16 pairs from the shared-memory vectors, finish stores them in one pass.
-  static constexpr bool kDeferPack = kVecCols > 0;
-
-  template <int kAcc>
-  H3_DEVICE void pack(float (&d)[kAcc], int /*row0*/, int /*col0*/, int wg, u8* vec) const {
-    static_assert(2 * kAcc == kVecCols, "the vector area holds this tile's columns");
-    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
-    if (tid == 0) bulk_wait_read();  // the previous tile's stores have read the staging buffer
-    vec_wait(wg);
-    const u32 v = smem_addr(vec);
-    float rs[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) rs[h] = lds_f32(v + 4 * (16 * w + mma_c_row(lane, 2 * h)));
-#pragma unroll
-    for (int j = 0; j < kAcc / 4; ++j) {
-      const float2 c = lds_f2(v + 4 * (64 + 8 * j + mma_c_col(lane, 0)));
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        d[2 * j + h] = __uint_as_float(
-            cvt_bf16x2((d[4 * j + 2 * h] * rs[h]) * c.x, (d[4 * j + 2 * h + 1] * rs[h]) * c.y));
-    }
-  }
-
-  template <int kAcc>
-  H3_DEVICE void finish(const float (&d)[kAcc], int /*row0*/, int /*col0*/, u8* staging,
-                        int /*wg*/, u8* /*vec*/) const {
-    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
-    const u32 base = smem_addr(staging);
-#pragma unroll
-    for (int j = 0; j < kAcc / 4; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(staging_pair_addr(base, j, h, w, lane)),
-                     "r"(__float_as_uint(d[2 * j + h]))
-                     : "memory");
-  }
-
-  template <int kBN>
-  H3_DEVICE void publish(int row0, int col0, u8* staging, int wg) const {
-    fence_proxy_async_smem();
-    named_barrier_sync(wg, 128);
-    if (threadIdx.x % 128 == 0) {
-#pragma unroll
-      for (int box = 0; box < kBN / 64; ++box) {
-        const int x = col0 + 64 * box;
-        if (x < N) tma_store_2d(desc_c, staging + box * 8192, x, row0);
-      }
-      bulk_commit();
     }
   }
 
