@@ -443,7 +443,7 @@ case "$MODE" in
     [ "$status" = 0 ] || exit 1
     smi_start
     run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention \
-      --m 4824 9648 19296 38592 --reps 10 --json "$OUT/bench_ops.json"
+      --m 4824 9648 19296 38592 --reps 20 --json "$OUT/bench_ops.json"
     smi_stop
     ;;
   s11-check)  # the last coverage of the single-CTA default: the FP8 out_proj at 4097 / 4824 (both
