@@ -107,7 +107,8 @@ def minimax_h3_mlp_fp8_sm120(
     prologue, FC1 + SwiGLU, the y quantization launch, FC2 + gated residual; compile- and
     SASS-checked, run on the H200 with ``h3cupy.ops.out_proj.BACKEND = "mma"``). No host sync; no
     allocation when ``out`` and every workspace are given (without ``workspace_flags``, FC2's
-    tail split uses scratch of the op's own: per stream, per CUDA-graph capture).
+    ready counters and tail split use scratch of the op's own: per stream, per CUDA-graph
+    capture).
     """
     from ..weights import _kernel as quant_kernel
 
