@@ -471,7 +471,9 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
             )
 
         fns["h3"] = lambda i: mlp_call()
-        # the default is the single-launch quantization of y (mlp.FUSED_QUANT, since session 17)
+        # The default quantizes y inside FC2's launch (mlp.FUSED_QUANT, since session 17): "h3"
+        # with the op's own scratch counters, "h3_fused" the same form with the caller's
+        # workspace_flags; "h3_two_launch" quantizes y in a launch of its own (four in all).
         fns["h3_fused"] = fused_quant(lambda i: mlp_call(workspace_flags=flags))
         fns["h3_two_launch"] = fused_quant(lambda i: mlp_call(), False)
         fns["h3_no_quant"] = without_quant_launch(fused_quant(fns["h3"], False))
@@ -617,9 +619,9 @@ def main() -> None:
                 f"{row.get('speedup_vs_compiled', nan):>11.2f}{row['speedup_vs_gemm']:>9.2f}"
             )
             forms = {
-                "h3_fused_ms": "single-launch form",
-                "h3_two_launch_ms": "two-launch form",
-                "h3_no_quant_ms": "two-launch form without its quantization launch",
+                "h3_fused_ms": "single-launch form with the caller's workspace_flags",
+                "h3_two_launch_ms": "the quantization as a launch of its own",
+                "h3_no_quant_ms": "that form without its quantization launch",
                 "h3_no_tail_ms": "without the tail split",
                 "h3_pdl_ms": "with the programmatic launch",
             }
