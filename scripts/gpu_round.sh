@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -54,6 +54,15 @@ s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
+  s18-a)  # session 18's first call: the MLP's graph tests on the three-launch default (session
+          # 17's last round ran out of time before test_mlp_fp8_graph[fused]); the engine probe
+          # of the out_proj's GEMM against the plain O GEMM at M = 38592; the out_proj's stall
+          # samples per SASS instruction (profile_ncu.sh out-proj-src)
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k "graph and not mma"
+    run 120 "$OUT/probe.log" python3 scripts/probe_engine.py --m 38592 --reps 3 \
+      --cases fp8_gemm_o out_proj_gemm out_proj_fused --json "$OUT/probe_engine.json"
+    OUT=$OUT timeout 330 bash scripts/profile_ncu.sh out-proj-src > "$OUT/ncu.log" 2>&1 || status=1
+    ;;
   # s17-a .. s17-d (session 17's deferred epilogue, promotion mode 5: tests, benchmarks, the
   # ops' tests with it on by default, memcheck) exist at commit a272548; measured level on the
   # operators and 1-4% slower on the plain GEMM, removed (NOTES.md, session 17).

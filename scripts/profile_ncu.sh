@@ -16,6 +16,8 @@
 #   OUT=out bash scripts/profile_ncu.sh order-new      the same for the default order, five shapes
 #   OUT=out bash scripts/profile_ncu.sh mma-tma        the mma.sync back end's full sections at
 #       M = 38592 (bf16 QKV) beside the wgmma engine's
+#   OUT=out bash scripts/profile_ncu.sh out-proj-src   the FP8 out_proj's stall samples per SASS
+#       instruction against the plain FP8 GEMM's, M = 9648, as CSV
 #   OUT=out bash scripts/profile_ncu.sh mma-src        the mma.sync back end's stall samples per
 #       SASS instruction (SourceCounters) at M = 9648, bf16 QKV, as CSV
 set -u -o pipefail
@@ -123,6 +125,22 @@ case "$MODE" in
       python3 scripts/ncu_traffic.py "bf16 qkv 38592 n=1 backend=mma_tma" "bf16 qkv 38592 n=1" \
       2>&1 | tee "$OUT/ncu_mma_tma.txt"
     ;;
+  out-proj-src)  # where the FP8 out_proj's warps stall, per SASS instruction (sampled), against
+                 # the plain FP8 engine GEMM of the O shape, M = 9648: the gated residual's
+                 # epilogue (session 10's probe: 3.8 us per tile against 1.3) read line by line
+    timeout 150 "${NCU[@]}" --kernel-name regex:out_proj_fp8_fused_n192 --launch-skip 2 \
+      --launch-count 1 --section SourceCounters --section WarpStateStats -f -o "$OUT/ncu_op_src" \
+      python3 benchmarks/ops_fp8.py --ops out_proj --m 9648 --no-compile --reps 1 2>&1 |
+      tee "$OUT/ncu_op_src.txt"
+    timeout 150 "${NCU[@]}" --kernel-name regex:gemm_wgmma --launch-skip 2 --launch-count 1 \
+      --section SourceCounters --section WarpStateStats -f -o "$OUT/ncu_plain_src" \
+      python3 benchmarks/gemm.py --m 9648 --fmt e4m3 --shapes o --backend wgmma --reps 2 2>&1 |
+      tee "$OUT/ncu_plain_src.txt"
+    for r in op plain; do
+      timeout 120 ncu --import "$OUT/ncu_${r}_src.ncu-rep" --page source --csv --print-source sass \
+        > "$OUT/ncu_${r}_src_sass.csv" 2>&1
+    done
+    ;;
   mma-src)  # where the mma.sync back end's warps stall, per SASS instruction (sampled): the
             # k-tile top (full-barrier wait, first ldmatrix) against the steady HMMA stream
     timeout 200 "${NCU[@]}" --profile-from-start off --section SourceCounters \
@@ -132,7 +150,7 @@ case "$MODE" in
       > "$OUT/ncu_mma_src_sass.csv" 2>&1
     ;;
   *)
-    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new, mma-tma, mma-src)" >&2
+    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new, mma-tma, mma-src, out-proj-src)" >&2
     exit 2
     ;;
 esac
