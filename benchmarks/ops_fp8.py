@@ -367,6 +367,7 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
         fns["h3"] = lambda i: out_proj_call(workspace_flags=flags)
         fns["h3_two_launch"] = fused_quant(lambda i: out_proj_call(), False)
         fns["h3_no_quant"] = without_quant_launch(fns["h3_two_launch"])
+        fns["h3"].out = out  # (scripts/probe_engine.py --ab compares the bytes of two builds)
         fns["h3_no_tail"] = tail_split(fns["h3"], False)
         args = (attn, wq, ws, gate, idx, residual)
         chain = chain_out_proj
@@ -471,6 +472,7 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
             )
 
         fns["h3"] = lambda i: mlp_call()
+        fns["h3"].out = out
         # The default quantizes y inside FC2's launch (mlp.FUSED_QUANT, since session 17): "h3"
         # with the op's own scratch counters, "h3_fused" the same form with the caller's
         # workspace_flags; "h3_two_launch" quantizes y in a launch of its own (four in all).

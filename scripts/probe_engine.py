@@ -16,6 +16,9 @@ With ``--ab NAME`` it times instead, in one run (CUDA graphs, interleaved), form
 same forms on a diagnostic build (AB below), and checks that both give the same bytes:
 ``vec``: the FP8 epilogues without their shared-memory vectors (-DH3_NO_EPI_VEC: the epilogues as
 before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_proj and the MLP;
+``gated1``: the FP8 out_proj and the MLP (FC2 runs the out_proj's kernel) against their gated-
+residual epilogue as it was before session 18 (-DH3_GATED_EPI_V1), with the plain O GEMM as a
+control (the same kernel in both builds);
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
@@ -39,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
+    "gated1": (("H3_GATED_EPI_V1=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
 }
@@ -213,7 +217,12 @@ def main() -> None:
         }
         for m in args.m:
             cases = {}
-            if args.ab == "vec":
+            if args.ab == "gated1":  # the gated residual's epilogue before session 18
+                f, *_ = forms("out_proj", m)
+                cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
+                f, *_ = forms("mlp", m)
+                cases["mlp"] = f["h3"]
+            elif args.ab == "vec":
                 f, *_ = forms("out_proj", m)
                 cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
                 cases["fp8_gemm_fc2"] = fp8_gemm_form(m, 5376, 14336)

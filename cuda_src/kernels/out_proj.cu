@@ -106,7 +106,93 @@ struct EpiGatedResidual {
     cp_async_commit();
   }
 
-  // kVecCols: the epilogue from the shared-memory vectors (see above)
+  // kVecCols: the epilogue from the shared-memory vectors (see above), written for few
+  // instructions (session 18: Nsight Compute counted 1215 per warp per tile in the form before,
+  // H3_GATED_EPI_V1 below, against 367 in the plain epilogue): the thread's eight swizzled
+  // staging addresses are formed once (every pair is then one of them plus a constant, folded
+  // into the LDS / STS offsets), the gate pointers once per row half (each load an offset), no
+  // branch per pair (the store is predicated on the row's index; rows with an invalid index keep
+  // the residual bytes), and the column bound checked once per tile (a full tile loads without
+  // it). The same operations on the same operands: the same bytes.
+#ifndef H3_GATED_EPI_V1
+  template <int kAcc>
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
+                            u8* vec) const {
+    static_assert(2 * kAcc == kVecCols && (kAcc / 4) % 8 == 0, "the tile's columns, 64-col boxes");
+    constexpr int kGroups = kAcc / 4;
+    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32, q4 = lane % 4, r8 = lane / 4;
+    vec_wait(wg);
+    const u32 vws = smem_addr(vec) + 8 * q4, vidx = smem_addr(vec) + 4 * kVecCols;
+    float as[2];
+    bool valid[2];
+    const u32* gp[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * w + r8 + 8 * h, row = row0 + r;
+      const bool in = row < M;
+      as[h] = 0.f;
+      if (in) as[h] = kLiveScale ? __ldcg(act_scale + row) : act_scale[row];
+      i64 gi = -1;
+      if (in)
+        gi = index_is_64 ? static_cast<i64>(lds_s64(vidx + 8 * r))
+                         : static_cast<i64>(static_cast<int>(lds_u32(vidx + 4 * r)));
+      valid[h] = gi >= 0 && gi < rows;  // false past M
+      gp[h] = reinterpret_cast<const u32*>(gate + (valid[h] ? gi : 0) * gate_stride + col0 + 2 * q4);
+    }
+    // the gate pairs, all at once (one memory latency); group j's pair is word 4 j of gp[h]
+    u32 gv[2][kGroups];
+    if (col0 + kVecCols <= N) {
+#pragma unroll
+      for (int j = 0; j < kGroups; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) gv[h][j] = valid[h] ? __ldg(gp[h] + 4 * j) : 0u;
+    } else {
+      const int lim = N - col0 - 2 * q4;  // group j's pair is in bounds when 8 j < lim
+#pragma unroll
+      for (int j = 0; j < kGroups; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) gv[h][j] = valid[h] && 8 * j < lim ? __ldg(gp[h] + 4 * j) : 0u;
+    }
+    // 128B swizzle: the thread's pair of column group j, row half h, sits at
+    // sw[j % 8] + (j / 8) * 8192 + h * 1024 (row 16 w + r8 + 8 h, and (16 w + r8 + 8 h) % 8 == r8)
+    const u32 rowbase = smem_addr(staging) + (16 * w + r8) * 128 + 4 * q4;
+    u32 sw[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) sw[c] = rowbase + ((c ^ r8) << 4);
+#pragma unroll
+    for (int box = 0; box < kGroups / 8; ++box) {
+      u32 rv[2][8];  // the staged residual pairs of this box (zeros past M / N from the TMA box)
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) rv[h][c] = lds_u32(sw[c] + box * 8192 + h * 1024);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const int j = 8 * box + c;
+        const float2 ws = lds_f2(vws + 32 * j);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const u32 o = cvt_bf16x2((d[4 * j + 2 * h] * as[h]) * ws.x,
+                                   (d[4 * j + 2 * h + 1] * as[h]) * ws.y);
+          sts_u32_if(sw[c] + box * 8192 + h * 1024, add_bf16x2(rv[h][c], mul_bf16x2(gv[h][j], o)),
+                     valid[h]);
+        }
+      }
+    }
+    fence_proxy_async_smem();
+    named_barrier_sync(wg, 128);  // (every vector read is above this barrier)
+    if (tid == 0) {
+#pragma unroll
+      for (int box = 0; box < kAcc / 32; ++box) {
+        const int x = col0 + 64 * box;
+        if (x < N) tma_store_2d(desc_out, staging + box * 8192, x, row0);
+      }
+      bulk_commit();
+    }
+  }
+#else
+  // H3_GATED_EPI_V1 (a diagnostic build, never the ops': scripts/probe_engine.py --ab gated1):
+  // the epilogue before session 18, for same-run timings against the form above
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
                             u8* vec) const {
@@ -170,6 +256,8 @@ struct EpiGatedResidual {
       bulk_commit();
     }
   }
+
+#endif  // H3_GATED_EPI_V1
 
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {

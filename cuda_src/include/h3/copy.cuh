@@ -59,6 +59,14 @@ H3_DEVICE void sts_u32(u32 a, u32 v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }
 
+// st.shared.u32 where `pred` holds (a predicated STS: no branch around the store)
+H3_DEVICE void sts_u32_if(u32 a, u32 v, bool pred) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.u32 p, %2, 0;\n @p st.shared.u32 [%0], %1;\n}" ::"r"(a),
+      "r"(v), "r"(static_cast<u32>(pred))
+      : "memory");
+}
+
 H3_DEVICE long long lds_s64(u32 a) {
   long long v;
   asm volatile("ld.shared.s64 %0, [%1];" : "=l"(v) : "r"(a) : "memory");
