@@ -18,6 +18,8 @@
 #       M = 38592 (bf16 QKV) beside the wgmma engine's
 #   OUT=out bash scripts/profile_ncu.sh out-proj-src   the FP8 out_proj's stall samples per SASS
 #       instruction against the plain FP8 GEMM's, M = 9648, as CSV
+#   OUT=out bash scripts/profile_ncu.sh src-ops        the same per-instruction samples of the
+#       operators' default kernels (out_proj, FC1, both pre-attentions), M = 9648
 #   OUT=out bash scripts/profile_ncu.sh mma-src        the mma.sync back end's stall samples per
 #       SASS instruction (SourceCounters) at M = 9648, bf16 QKV, as CSV
 set -u -o pipefail
@@ -141,6 +143,24 @@ case "$MODE" in
         > "$OUT/ncu_${r}_src_sass.csv" 2>&1
     done
     ;;
+  src-ops)  # stall samples per SASS instruction (sampled, as CSV) of the operators' default
+             # kernels at M = 9648: the FP8 out_proj (gated residual), the MLP's FC1 (SwiGLU),
+             # the FP8 and the BF16 pre-attention (RMSNorm + RoPE epilogues)
+    src_one() {  # src_one NAME REGEX CMD...
+      local name=$1 regex=$2
+      shift 2
+      timeout 150 "${NCU[@]}" --kernel-name "regex:$regex" --launch-skip 2 --launch-count 1 \
+        --section SourceCounters --section WarpStateStats -f -o "$OUT/ncu_${name}_src" "$@" 2>&1 |
+        tee "$OUT/ncu_${name}_src.txt"
+      timeout 120 ncu --import "$OUT/ncu_${name}_src.ncu-rep" --page source --csv --print-source sass \
+        > "$OUT/ncu_${name}_src_sass.csv" 2>&1
+      rm -f "$OUT/ncu_${name}_src.ncu-rep"
+    }
+    src_one op out_proj_fp8_fused_n192 python3 benchmarks/ops_fp8.py --ops out_proj --m 9648 --no-compile --reps 1
+    src_one fc1 mlp_fc1_fp8_n192 python3 benchmarks/ops_fp8.py --ops mlp --m 9648 --no-compile --reps 1
+    src_one prefp8 pre_attention_fp8 python3 benchmarks/ops_fp8.py --ops pre_attention --m 9648 --no-compile --reps 1
+    src_one prebf16 pre_attention_bf16_x2 python3 benchmarks/pre_attention.py --p 4 --no-compile --reps 1
+    ;;
   mma-src)  # where the mma.sync back end's warps stall, per SASS instruction (sampled): the
             # k-tile top (full-barrier wait, first ldmatrix) against the steady HMMA stream
     timeout 200 "${NCU[@]}" --profile-from-start off --section SourceCounters \
@@ -150,7 +170,7 @@ case "$MODE" in
       > "$OUT/ncu_mma_src_sass.csv" 2>&1
     ;;
   *)
-    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new, mma-tma, mma-src, out-proj-src)" >&2
+    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new, mma-tma, mma-src, out-proj-src, src-ops)" >&2
     exit 2
     ;;
 esac
