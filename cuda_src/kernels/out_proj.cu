@@ -56,8 +56,11 @@ struct EpiGatedResidual {
   static_assert(kVecCols == 0 || (kResTma && !kAlpha), "vectors: the residual by TMA, no alpha");
   static constexpr bool kPrefetch = kResTma;
   // [0, 4 kVecCols): w_scale of the tile's columns; then 64 gate indices (as given: 8 bytes each
-  // when int64, else 4)
-  static constexpr int kVecBytes = kVecCols > 0 ? 4 * kVecCols + 64 * 8 : 0;
+  // when int64, else 4); then the 64 rows' act_scale (zeros past M; copied by prefetch, after
+  // the tile's first k-tile has landed, so that in the single-launch form the rows' scales are
+  // published: the producer's acquire of the tile's row counter precedes its first A load)
+  static constexpr int kVecBytes = kVecCols > 0 ? 4 * kVecCols + 64 * 8 + 64 * 4 : 0;
+  static constexpr int kVecAsOff = 4 * kVecCols + 64 * 8;
   const float* act_scale;               // [M]
   const float* __restrict__ w_scale;    // [N]
   const bf16_t* residual;               // [M, N] (may alias the output)
@@ -72,8 +75,16 @@ struct EpiGatedResidual {
   // kResTma: the residual block [row0, row0 + 64) x [col0, col0 + kBN) into `staging` (box b of 64
   // columns at b * 8 KiB), completing on `bar`; issued by the warpgroup's thread 0, the one that
   // issued the previous tile's output stores from this buffer (so it can wait for their reads).
+  // With vectors (kVecCols), the engine passes the vector area: the rows' act_scale is copied
+  // into it here too (cp.async, waited for by the epilogue's vec_wait).
   template <int kBN>
-  H3_DEVICE void prefetch(int row0, int col0, u8* staging, u64* bar) const {
+  H3_DEVICE void prefetch(int row0, int col0, u8* staging, u64* bar, u8* vec = nullptr) const {
+    if constexpr (kVecCols > 0) {
+      const int tid = threadIdx.x % 128, row = row0 + tid;
+      if (tid < 64)
+        cp_async4(vec + kVecAsOff + 4 * tid, act_scale + (row < M ? row : 0), row < M ? 4 : 0);
+      cp_async_commit();
+    }
     if (threadIdx.x % 128 != 0) return;
     bulk_wait_read();
     int boxes = 0;
@@ -130,14 +141,14 @@ struct EpiGatedResidual {
     for (int h = 0; h < 2; ++h) {
       const int r = 16 * w + r8 + 8 * h, row = row0 + r;
       const bool in = row < M;
-      as[h] = 0.f;
-      if (in) as[h] = kLiveScale ? __ldcg(act_scale + row) : act_scale[row];
+      as[h] = lds_f32(smem_addr(vec) + kVecAsOff + 4 * r);  // (0 past M)
       i64 gi = -1;
       if (in)
         gi = index_is_64 ? static_cast<i64>(lds_s64(vidx + 8 * r))
                          : static_cast<i64>(static_cast<int>(lds_u32(vidx + 4 * r)));
       valid[h] = gi >= 0 && gi < rows;  // false past M
-      gp[h] = reinterpret_cast<const u32*>(gate + (valid[h] ? gi : 0) * gate_stride + col0 + 2 * q4);
+      gp[h] =
+          reinterpret_cast<const u32*>(gate + (valid[h] ? gi : 0) * gate_stride + col0 + 2 * q4);
     }
     // the gate pairs, all at once (one memory latency); group j's pair is word 4 j of gp[h]
     u32 gv[2][kGroups];
@@ -152,6 +163,16 @@ struct EpiGatedResidual {
       for (int j = 0; j < kGroups; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) gv[h][j] = valid[h] && 8 * j < lim ? __ldg(gp[h] + 4 * j) : 0u;
+    }
+    // o for every pair while the gate loads are in flight
+    u32 o[2][kGroups];
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+      const float2 ws = lds_f2(vws + 32 * j);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        o[h][j] = cvt_bf16x2((d[4 * j + 2 * h] * as[h]) * ws.x,
+                             (d[4 * j + 2 * h + 1] * as[h]) * ws.y);
     }
     // 128B swizzle: the thread's pair of column group j, row half h, sits at
     // sw[j % 8] + (j / 8) * 8192 + h * 1024 (row 16 w + r8 + 8 h, and (16 w + r8 + 8 h) % 8 == r8)
@@ -169,14 +190,10 @@ struct EpiGatedResidual {
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         const int j = 8 * box + c;
-        const float2 ws = lds_f2(vws + 32 * j);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const u32 o = cvt_bf16x2((d[4 * j + 2 * h] * as[h]) * ws.x,
-                                   (d[4 * j + 2 * h + 1] * as[h]) * ws.y);
-          sts_u32_if(sw[c] + box * 8192 + h * 1024, add_bf16x2(rv[h][c], mul_bf16x2(gv[h][j], o)),
-                     valid[h]);
-        }
+        for (int h = 0; h < 2; ++h)
+          sts_u32_if(sw[c] + box * 8192 + h * 1024,
+                     add_bf16x2(rv[h][c], mul_bf16x2(gv[h][j], o[h][j])), valid[h]);
       }
     }
     fence_proxy_async_smem();

@@ -72,7 +72,10 @@ constexpr int kOpsFp8Promote = 3;
 // which every consumer thread calls once per tile, right after the tile's first k-tile of
 // wgmma is issued; it may start TMA loads of epilogue operands into the warpgroup's staging
 // buffer (then 64 x kBN bf16: full width) completing on `bar`. The engine waits on `bar` before
-// calling the epilogue, so the loads run under the mainloop instead of in the epilogue.
+// calling the epilogue, so the loads run under the mainloop instead of in the epilogue. With
+// kVecBytes (below) the engine passes the vector area as a fifth argument: cp.async copies into
+// it there are waited for by the epilogue's vec_wait (operands that become valid only once the
+// tile's first k-tile has landed, e.g. the single-launch out_proj's activation scales).
 H3_MEMBER_OR(EpiPrefetches, kPrefetch)
 
 // Epilogues may declare `static constexpr int kVecBytes = B` (a multiple of 16) and a member
@@ -729,7 +732,13 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                                   fresh ? k : 1);
           wgmma_commit();
           if constexpr (kPf) {
-            if (kt == 0) epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
+            if (kt == 0) {
+              if constexpr (kVec > 0) {
+                epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1], my_vec);
+              } else {
+                epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
+              }
+            }
           }
         };
         auto stage_of = [&](int kt) { return (it0 + kt) % S; };
