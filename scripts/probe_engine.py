@@ -18,9 +18,7 @@ same forms on a diagnostic build (AB below), and checks that both give the same 
 before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_proj and the MLP;
 ``gated1``: the FP8 out_proj and the MLP (FC2 runs the out_proj's kernel) against their gated-
 residual epilogue as it was before session 18 (-DH3_GATED_EPI_V1), with the plain O GEMM as a
-control (the same kernel in both builds); ``quant1``: the same forms against the single-launch
-forms' first-round rows as before session 18 (-DH3_QUANT_V1: two passes of two load batches each,
-instead of the row held in registers);
+control (the same kernel in both builds);
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
@@ -45,7 +43,6 @@ AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
     "gated1": (("H3_GATED_EPI_V1=1",), False),
-    "quant1": (("H3_QUANT_V1=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
 }
@@ -220,7 +217,7 @@ def main() -> None:
         }
         for m in args.m:
             cases = {}
-            if args.ab in ("gated1", "quant1"):  # the epilogue / first-round rows before s18
+            if args.ab == "gated1":  # the gated residual's epilogue before session 18
                 f, *_ = forms("out_proj", m)
                 cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
                 f, *_ = forms("mlp", m)

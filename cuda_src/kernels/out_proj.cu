@@ -376,10 +376,9 @@ struct EpiGatedResidual {
 // 128-row tile with a counter that the TMA producer waits on before the tile's first A load.
 // * The rows that the first round of tiles reads (r0 of them, the engine's count) are quantized
 //   by the consumer warps of the whole grid before their first tile: they idle until then, and
-//   with 232 registers each holds up to 28 chunks of a row per lane (row_regs; session 7's form,
-//   two passes of 14 loads per lane, took ~20 us for the 2048 rows of a first round, then no
-//   tile waited; the spare warps alone had the first round wait ~100 us at M = 4824, 1.28-1.45x
-//   the plain GEMM; benchmarks/NOTES.md sessions 7 and 18).
+//   with 232 registers each keeps 14 loads per lane in flight. Measured: ~20 us for the 2048 rows
+//   of a first round, then no tile waits (the spare warps alone had the first round wait
+//   ~100 us at M = 4824, 1.28-1.45x the plain GEMM; benchmarks/NOTES.md session 7).
 // * The rest by the three spare warps of every CTA's producer warpgroup, in increasing row order
 //   across the grid (worker w of W takes rows r0 + w, r0 + w + W, ...), ahead of the tile order.
 // Each row: one warp, a pass for the amax (DRAM) and a pass for the codes (L2 hits).
@@ -466,57 +465,6 @@ struct ProQuantRowsFp8 {
     publish(r, sc);
   }
 
-  // Row r by the calling warp with up to kC chunks per lane held in registers (the consumer
-  // warps' first round, 232 registers and no fragments live yet): the amax pass loads the row in
-  // batches of kC and keeps its last batch, whose codes are formed from those registers; only
-  // the earlier batches are loaded again. K = 7168 (28 chunks per lane): the row is read once,
-  // one memory latency for the amax and none for the codes (row() takes two batches per pass:
-  // four latencies). K = 14336: three latencies instead of eight. Chunks past the row's end in a
-  // batch are not loaded (their values are not used).
-  template <int kC>
-  H3_DEVICE void row_regs(int r) const {
-    const int lane = threadIdx.x % 32, n = K / 256;
-    const bf16_t* src_row = src + static_cast<i64>(r) * K + 8 * lane;
-    uint4 v[kC];
-    auto load = [&](int i0) {
-#pragma unroll
-      for (int u = 0; u < kC; ++u)
-        if (i0 + u < n) v[u] = ld16(src_row + 256 * (i0 + u));
-    };
-    float amax = 0.f;
-    int last = 0;
-    for (int i0 = 0; i0 < n; i0 += kC) {
-      last = i0;
-      load(i0);
-#pragma unroll
-      for (int u = 0; u < kC; ++u) {
-        if (i0 + u >= n) break;
-        float f[8];
-        unpack_bf16x8(v[u], f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(f[e]));
-      }
-    }
-    amax = warp_max(amax);
-    const float sc = fp8_scale_from_amax(amax), rcp = __frcp_rn(sc);
-    u8* qrow = act_q + static_cast<i64>(r) * K + 8 * lane;
-    auto codes = [&](int i0) {
-#pragma unroll
-      for (int u = 0; u < kC; ++u) {
-        if (i0 + u >= n) break;
-        float f[8];
-        unpack_bf16x8(v[u], f);
-        *reinterpret_cast<uint2*>(qrow + 256 * (i0 + u)) = fp8_codes_x8(f, sc, rcp);
-      }
-    };
-    codes(last);  // the last batch is in registers
-    for (int i0 = 0; i0 < last; i0 += kC) {
-      load(i0);
-      codes(i0);
-    }
-    publish(r, sc);
-  }
-
   // Row r's scale, then its counter (after every lane's codes are visible to the async proxy).
   H3_DEVICE void publish(int r, float sc) const {
     const int lane = threadIdx.x % 32;
@@ -535,7 +483,7 @@ struct ProQuantRowsFp8 {
   // Loads per lane per batch. Spare warps (40 registers; a 56 / 224 split measured 4.6% slower
   // consumers, NOTES.md session 7): 7 / 2, both dividing 7168 / 256 and 14336 / 256; 14 / 7
   // (measured) made the CI toolchain's ptxas keep the consumers' tile index in local memory.
-  static constexpr int kSpareU = 7, kSpareV = 2, kConsU = 14, kConsV = 14, kConsC = 28;
+  static constexpr int kSpareU = 7, kSpareV = 2, kConsU = 14, kConsV = 14;
 
 #ifdef H3_FUSED_PREGS
   static constexpr int kProducerRegs = H3_FUSED_PREGS;
@@ -567,11 +515,7 @@ struct ProQuantRowsFp8 {
 #ifdef H3_FUSED_NOSPARE
     r0 = M;
 #endif
-#ifdef H3_QUANT_V1  // a diagnostic build (probe_engine.py --ab quant1): the rows as before s18
     for (int r = worker; r < r0; r += workers) row<kConsU, kConsV>(r);
-#else
-    for (int r = worker; r < r0; r += workers) row_regs<kConsC>(r);
-#endif
     H3_PROBE_NOW(t1);
     if (threadIdx.x % 32 == 0) H3_PROBE_MAX(7, t1 - t0);  // [7]: the consumers' longest
   }
