@@ -19,6 +19,10 @@ before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_p
 ``gated1``: the FP8 out_proj and the MLP (FC2 runs the out_proj's kernel) against their gated-
 residual epilogue as it was before session 18 (-DH3_GATED_EPI_V1), with the plain O GEMM as a
 control (the same kernel in both builds);
+``desc``: the same forms, every FP8 engine shape and the bf16 QKV GEMM on the engine with each
+k-step's wgmma descriptor formed by adding its offset to the k-tile's (-DH3_DESC_ADD, session
+18's prepared experiment: here the diagnostic build is the candidate, so "default N x faster"
+below 1.0 favours it);
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
@@ -43,6 +47,7 @@ AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
     "gated1": (("H3_GATED_EPI_V1=1",), False),
+    "desc": (("H3_DESC_ADD=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
 }
@@ -222,6 +227,14 @@ def main() -> None:
                 cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
                 f, *_ = forms("mlp", m)
                 cases["mlp"] = f["h3"]
+            elif args.ab == "desc":  # the experiment is the diagnostic build here
+                f, *_ = forms("out_proj", m)
+                cases["out_proj"] = f["h3"]
+                f, *_ = forms("mlp", m)
+                cases["mlp"] = f["h3"]
+                for s, (n, k) in shapes.items():
+                    cases[f"fp8_gemm_{s}"] = fp8_gemm_form(m, n, k)
+                cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
             elif args.ab == "vec":
                 f, *_ = forms("out_proj", m)
                 cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
