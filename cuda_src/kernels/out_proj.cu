@@ -118,6 +118,22 @@ struct EpiGatedResidual {
     cp_async_commit();
   }
 
+  // The vector epilogues' end: the staged block (kBoxes 64-column boxes) made visible to the
+  // async proxy, then stored by TMA by the warpgroup's thread 0.
+  template <int kBoxes>
+  H3_DEVICE void store_staged(u8* staging, int wg, int row0, int col0) const {
+    fence_proxy_async_smem();
+    named_barrier_sync(wg, 128);  // (every vector read is above this barrier)
+    if (threadIdx.x % 128 == 0) {
+#pragma unroll
+      for (int box = 0; box < kBoxes; ++box) {
+        const int x = col0 + 64 * box;
+        if (x < N) tma_store_2d(desc_out, staging + box * 8192, x, row0);
+      }
+      bulk_commit();
+    }
+  }
+
   // kVecCols: the epilogue from the shared-memory vectors (see above), written for few
   // instructions (session 18: Nsight Compute counted 1215 per warp per tile in the form before,
   // H3_GATED_EPI_V1 below, against 367 in the plain epilogue): the thread's eight swizzled
@@ -197,16 +213,7 @@ struct EpiGatedResidual {
                      add_bf16x2(rv[h][c], mul_bf16x2(gv[h][j], o[h][j])), valid[h]);
       }
     }
-    fence_proxy_async_smem();
-    named_barrier_sync(wg, 128);  // (every vector read is above this barrier)
-    if (tid == 0) {
-#pragma unroll
-      for (int box = 0; box < kAcc / 32; ++box) {
-        const int x = col0 + 64 * box;
-        if (x < N) tma_store_2d(desc_out, staging + box * 8192, x, row0);
-      }
-      bulk_commit();
-    }
+    store_staged<kAcc / 32>(staging, wg, row0, col0);
   }
 #else
   // H3_GATED_EPI_V1 (a diagnostic build, never the ops': scripts/probe_engine.py --ab gated1):
@@ -263,16 +270,7 @@ struct EpiGatedResidual {
         }
       }
     }
-    fence_proxy_async_smem();
-    named_barrier_sync(wg, 128);  // (every vector read is above this barrier)
-    if (tid == 0) {
-#pragma unroll
-      for (int box = 0; box < kAcc / 32; ++box) {
-        const int x = col0 + 64 * box;
-        if (x < N) tma_store_2d(desc_out, staging + box * 8192, x, row0);
-      }
-      bulk_commit();
-    }
+    store_staged<kAcc / 32>(staging, wg, row0, col0);
   }
 
 #endif  // H3_GATED_EPI_V1
