@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s19-desc|s18-f|s18-d|s18-c|s18-b|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -68,40 +68,14 @@ case "$MODE" in
     ;;
   # s18-e (the single-launch forms' first-round rows held in registers, tested and A/B-timed
   # against the rows as before: 1.6-3.8% slower, reverted) exists at commit e19e93e.
-  s18-d)  # the gated residual's epilogue, third form (the rows' act_scale through the vector
-          # area, o formed while the gate loads are in flight): the s18-b tests again, the A/B
-          # against the pre-session-18 epilogue at four M, the operators against torch.compile
-    run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_out_proj_gpu.py \
-      -k "fp8 and not mma and not other_cluster and not errors and (test_fp8_out_proj[ or aliasing or two_launch or graph or capture or deterministic or tail_split)"
-    run 130 "$OUT/tests.log" "${PYTEST[@]}" --durations=4 tests/test_mlp_gpu.py \
-      -k "test_mlp_fp8[1] or test_mlp_fp8[257 or test_mlp_fp8[4824 or graph or aliasing"
-    smi_start
-    run 200 "$OUT/ab.log" python3 scripts/probe_engine.py --ab gated1 --m 4824 9648 19296 38592 \
-      --reps 10 --json "$OUT/ab_gated1.json"
-    run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
-      --reps 20 --json "$OUT/bench_ops.json"
-    smi_stop
-    ;;
+  # s18-d (session 18: the new gated epilogue's tests and its A/B against the old one,
+  # probe_engine.py --ab gated1, a diagnostic build removed after the session) exists at 7d4efb3.
   s18-c)  # the operators' default kernels, stall samples per SASS instruction (profile_ncu.sh
           # src-ops, M = 9648): where the epilogues' time goes after the gated residual's diet
     OUT=$OUT timeout 560 bash scripts/profile_ncu.sh src-ops > "$OUT/ncu.log" 2>&1 || status=1
     ;;
-  s18-b)  # the gated residual's epilogue in fewer instructions (out_proj.cu, session 18): the
-          # FP8 out_proj's wgmma-path tests (every M of issue #6, guard rows, aliasing, both
-          # forms, graphs, captures), the MLP's at 257 / 4824 and its graph; the new epilogue
-          # against the old build (probe_engine.py --ab gated1: bytes and graph replays), and
-          # the operators against torch.compile
-    run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_out_proj_gpu.py \
-      -k "fp8 and not mma and not other_cluster and not errors and (test_fp8_out_proj[ or aliasing or two_launch or graph or capture or deterministic)"
-    run 60 "$OUT/tests.log" "${PYTEST[@]}" --durations=4 tests/test_mlp_gpu.py \
-      -k "test_mlp_fp8[257 or test_mlp_fp8[4824 or graph[fused"
-    smi_start
-    run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab gated1 --m 4824 38592 --reps 10 \
-      --json "$OUT/ab_gated1.json"
-    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 9648 19296 38592 \
-      --reps 10 --json "$OUT/bench_ops.json"
-    smi_stop
-    ;;
+  # s18-b (session 18: the new gated epilogue's tests and its A/B against the old one,
+  # probe_engine.py --ab gated1, a diagnostic build removed after the session) exists at 7d4efb3.
   s18-a)  # session 18's first call: the MLP's graph tests on the three-launch default (session
           # 17's last round ran out of time before test_mlp_fp8_graph[fused]); the engine probe
           # of the out_proj's GEMM against the plain O GEMM at M = 38592; the out_proj's stall

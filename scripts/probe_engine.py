@@ -16,9 +16,6 @@ With ``--ab NAME`` it times instead, in one run (CUDA graphs, interleaved), form
 same forms on a diagnostic build (AB below), and checks that both give the same bytes:
 ``vec``: the FP8 epilogues without their shared-memory vectors (-DH3_NO_EPI_VEC: the epilogues as
 before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_proj and the MLP;
-``gated1``: the FP8 out_proj and the MLP (FC2 runs the out_proj's kernel) against their gated-
-residual epilogue as it was before session 18 (-DH3_GATED_EPI_V1), with the plain O GEMM as a
-control (the same kernel in both builds);
 ``desc``: the same forms, every FP8 engine shape and the bf16 QKV GEMM on the engine with each
 k-step's wgmma descriptor formed by adding its offset to the k-tile's (-DH3_DESC_ADD, session
 18's prepared experiment: here the diagnostic build is the candidate, so "default N x faster"
@@ -46,7 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
-    "gated1": (("H3_GATED_EPI_V1=1",), False),
     "desc": (("H3_DESC_ADD=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
@@ -222,12 +218,7 @@ def main() -> None:
         }
         for m in args.m:
             cases = {}
-            if args.ab == "gated1":  # the gated residual's epilogue before session 18
-                f, *_ = forms("out_proj", m)
-                cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
-                f, *_ = forms("mlp", m)
-                cases["mlp"] = f["h3"]
-            elif args.ab == "desc":  # the experiment is the diagnostic build here
+            if args.ab == "desc":  # the experiment is the diagnostic build here
                 f, *_ = forms("out_proj", m)
                 cases["out_proj"] = f["h3"]
                 f, *_ = forms("mlp", m)

@@ -136,13 +136,12 @@ struct EpiGatedResidual {
 
   // kVecCols: the epilogue from the shared-memory vectors (see above), written for few
   // instructions (session 18: Nsight Compute counted 1215 per warp per tile in the form before,
-  // H3_GATED_EPI_V1 below, against 367 in the plain epilogue): the thread's eight swizzled
+  // at commit 7d4efb3 as -DH3_GATED_EPI_V1, against 367 in the plain epilogue): the eight swizzled
   // staging addresses are formed once (every pair is then one of them plus a constant, folded
   // into the LDS / STS offsets), the gate pointers once per row half (each load an offset), no
   // branch per pair (the store is predicated on the row's index; rows with an invalid index keep
   // the residual bytes), and the column bound checked once per tile (a full tile loads without
   // it). The same operations on the same operands: the same bytes.
-#ifndef H3_GATED_EPI_V1
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
                             u8* vec) const {
@@ -215,66 +214,6 @@ struct EpiGatedResidual {
     }
     store_staged<kAcc / 32>(staging, wg, row0, col0);
   }
-#else
-  // H3_GATED_EPI_V1 (a diagnostic build, never the ops': scripts/probe_engine.py --ab gated1):
-  // the epilogue before session 18, for same-run timings against the form above
-  template <int kAcc>
-  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
-                            u8* vec) const {
-    static_assert(2 * kAcc == kVecCols && (kAcc / 4) % 8 == 0, "the tile's columns, 64-col boxes");
-    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32, q4 = lane % 4;
-    vec_wait(wg);
-    const u32 vws = smem_addr(vec), vidx = vws + 4 * kVecCols;
-    float as[2];
-    bool valid[2];
-    const bf16_t* grow[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = 16 * w + lane / 4 + 8 * h, row = row0 + r;
-      const bool in = row < M;
-      as[h] = 0.f;
-      if (in) as[h] = kLiveScale ? __ldcg(act_scale + row) : act_scale[row];
-      i64 gi = -1;
-      if (in)
-        gi = index_is_64 ? static_cast<i64>(lds_s64(vidx + 8 * r))
-                         : static_cast<i64>(static_cast<int>(lds_u32(vidx + 4 * r)));
-      valid[h] = gi >= 0 && gi < rows;  // false past M
-      grow[h] = gate + (valid[h] ? gi : 0) * gate_stride;
-    }
-    // every gate pair of the tile loaded at once: one batch, one memory latency (kBatch = kAcc / 8
-    // would make it two where registers are short)
-    constexpr int kBatch = kAcc / 4;
-    const u32 base = smem_addr(staging);
-#pragma unroll
-    for (int j0 = 0; j0 < kAcc / 4; j0 += kBatch) {
-      u32 gv[2][kBatch];
-#pragma unroll
-      for (int t = 0; t < kBatch; ++t)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int col = col0 + 8 * (j0 + t) + 2 * q4;
-          gv[h][t] = valid[h] && col < N ? *reinterpret_cast<const u32*>(grow[h] + col) : 0u;
-        }
-#pragma unroll
-      for (int t = 0; t < kBatch; ++t) {
-        const int j = j0 + t;
-        const float2 ws = lds_f2(vws + 4 * (8 * j + 2 * q4));
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          if (!valid[h]) continue;  // the staging buffer holds the residual pair: out = residual
-          const u32 o = cvt_bf16x2((d[4 * j + 2 * h] * as[h]) * ws.x,
-                                   (d[4 * j + 2 * h + 1] * as[h]) * ws.y);
-          const u32 addr = staging_pair_addr(base, j, h, w, lane);
-          const u32 out = add_bf16x2(lds_u32(addr), mul_bf16x2(gv[h][t], o));
-          asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(out) : "memory");
-        }
-      }
-    }
-    store_staged<kAcc / 32>(staging, wg, row0, col0);
-  }
-
-#endif  // H3_GATED_EPI_V1
-
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;

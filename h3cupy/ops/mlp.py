@@ -14,9 +14,8 @@ quantizes y inside its own launch (consumer warps for the first round's rows, sp
 warps for the rest) and publishes it per 128-row tile through the ``workspace_flags`` counters,
 as the seed describes. With ``h3cupy.ops.mlp.FUSED_QUANT = False`` the per-token FP8 of y is a
 launch of its own (four launches). H200-verified both ways; the three launches are the default
-since session 17: level at M = 4824 / 9648 and 1-5% faster at 19296 / 38592 in this session's
-five same-run measurements (benchmarks/NOTES.md; session 7 had measured them 3% slower at
-38592).
+since session 17: level at M = 4824 / 9648 and 1-5% faster at 19296 / 38592 in five same-run
+measurements (benchmarks/NOTES.md, session 17; session 7 had measured them 3% slower at 38592).
 """
 
 from __future__ import annotations
