@@ -56,9 +56,9 @@ def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
     name = f"h3::out_proj_fp8{'_fused' if fused else ''}{tiles}_sm90"
     kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
     # the 192-column kernels take the epilogue's vectors through shared memory (out_proj.cu,
-    # EpiGatedResidual's kVecBytes: 192 weight scales and 64 eight-byte gate indices per
-    # warpgroup)
-    vec = 4 * 192 + 64 * 8 if tile_n == 192 else 0
+    # EpiGatedResidual's kVecBytes: 192 weight scales, 64 eight-byte gate indices and, since
+    # session 18, the 64 rows' activation scales per warpgroup)
+    vec = 4 * 192 + 64 * 8 + 64 * 4 if tile_n == 192 else 0
     smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True, vec=vec)
     # NOTE: the ready counters' words are reserved in both forms, so that the tail split's
     # counters and partials never overlap the ready flags the ops document as zeroed at the front
