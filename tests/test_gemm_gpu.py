@@ -458,3 +458,35 @@ def test_launch_over_the_shared_memory_limit():
     assert limit >= gemm.mt_smem(gemm.MT_SM120)
     with pytest.raises(RuntimeError, match=f"needs {limit + 1024} bytes.*at most {limit}"):
         launch._unlock_smem(kernel, limit + 1024)
+
+
+_SHORT_SMEM = """
+import cupy as cp
+import numpy as np
+from h3cupy import formats
+from h3cupy.ops import gemm
+gemm._SMEM -= 16  # the host's mirror 16 bytes short of the kernel's layout
+a = cp.asarray(formats.to_bf16(np.ones((128, 64), np.float32)))
+gemm.gemm_mma_sync(a, a)
+cp.cuda.runtime.deviceSynchronize()
+print("NO TRAP")
+"""
+
+
+def test_launch_below_the_kernel_layout_traps():
+    """A launch given less dynamic shared memory than the kernel lays out (a host mirror of the
+    layout that fell behind the C++, as in session 18) stops with a device trap instead of running
+    past the allocation. In a subprocess: the trap leaves its CUDA context unusable."""
+    import os
+    import subprocess
+    import sys
+
+    _backend("mma_sync")
+    env = dict(os.environ)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SHORT_SMEM], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode != 0 and "NO TRAP" not in proc.stdout, proc.stdout + proc.stderr
+    assert "illegal instruction" in proc.stderr.lower() or "trap" in proc.stderr.lower(), (
+        proc.stderr[-2000:]
+    )

@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_mma_smxx(
     const float* __restrict__ row_scale, const float* __restrict__ col_scale,
     bf16_t* __restrict__ C) {
   extern __shared__ __align__(128) u8 smem[];
+  require_dynamic_smem(kGemmSmemBytes);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int m0 = blockIdx.y * kGemmBM, n0 = blockIdx.x * kGemmBN;
   const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;

@@ -50,4 +50,14 @@ H3_DEVICE void griddep_launch_dependents() {
 #endif
 }
 
+// The launch's dynamic shared memory must cover the layout the kernel carves out of it. The host
+// mirrors each layout (h3cupy/ops/gemm.py's plans); a mirror that falls short would let the ring
+// or the vectors run past the allocation, hidden while the 1 KiB alignment slack absorbs it (as
+// in session 18). One special-register read and a uniform compare per thread, before any work.
+H3_DEVICE void require_dynamic_smem(u32 bytes) {
+  u32 have;
+  asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(have));
+  if (have < bytes) __trap();
+}
+
 }  // namespace h3

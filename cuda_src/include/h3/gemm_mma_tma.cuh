@@ -89,6 +89,7 @@ H3_DEVICE void gemm_mma_tma_body(const TmaDesc& desc_a, const TmaDesc& desc_b, i
                                  int k_bytes, const Epi& epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ u8 smem_raw[];
+  require_dynamic_smem(Cfg::kSmemBytes);
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
   constexpr int kStages = Cfg::kStages, kBK = Cfg::kBK;
   u8* scratch = smem + kStages * Cfg::kStageBytes;

@@ -63,6 +63,7 @@ H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
                                int M, int N, int k_bytes, const Epi& epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ u8 smem_raw[];
+  require_dynamic_smem(NvSmem<kBK, kStages, kScratch>::kBytes);
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
   constexpr int kABytes = kNvBM * kBK, kBBytes = kNvBN * kBK, kSfaBytes = kNvBM * 16;
   constexpr int kSfbGroup = 16 * kBK, kStageBytes = NvStage<kBK>::kBytes;

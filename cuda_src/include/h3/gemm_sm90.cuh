@@ -377,6 +377,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                 "setmaxnreg budgets must fit the CTA's launch allocation");
   constexpr int S = Cfg::kStages;
   extern __shared__ u8 smem_raw[];
+  require_dynamic_smem(Cfg::kSmemBytes);
   // NOTE: 128B-swizzled TMA tiles and wgmma descriptors need 1024-byte aligned tile bases. The
   // offset is the same in every CTA of a kernel, as multicast needs.
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
