@@ -16,10 +16,9 @@ With ``--ab NAME`` it times instead, in one run (CUDA graphs, interleaved), form
 same forms on a diagnostic build (AB below), and checks that both give the same bytes:
 ``vec``: the FP8 epilogues without their shared-memory vectors (-DH3_NO_EPI_VEC: the epilogues as
 before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_proj and the MLP;
-``desc``: the same forms, every FP8 engine shape and the bf16 QKV GEMM on the engine with each
-k-step's wgmma descriptor formed by adding its offset to the k-tile's (-DH3_DESC_ADD, session
-18's prepared experiment: here the diagnostic build is the candidate, so "default N x faster"
-below 1.0 favours it);
+``quant1``: the FP8 out_proj and the MLP (and the plain FP8 O GEMM, which it does not change, as
+a control) with the single-launch forms' row quantization as before session 19 (-DH3_QUANT_V1:
+an unpack and an fmax per element for the amax, a copysign per code);
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
@@ -43,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
-    "desc": (("H3_DESC_ADD=1",), False),
+    "quant1": (("H3_QUANT_V1=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
 }
@@ -218,14 +217,11 @@ def main() -> None:
         }
         for m in args.m:
             cases = {}
-            if args.ab == "desc":  # the experiment is the diagnostic build here
+            if args.ab == "quant1":
                 f, *_ = forms("out_proj", m)
-                cases["out_proj"] = f["h3"]
+                cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
                 f, *_ = forms("mlp", m)
                 cases["mlp"] = f["h3"]
-                for s, (n, k) in shapes.items():
-                    cases[f"fp8_gemm_{s}"] = fp8_gemm_form(m, n, k)
-                cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
             elif args.ab == "vec":
                 f, *_ = forms("out_proj", m)
                 cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])

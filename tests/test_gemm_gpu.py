@@ -487,6 +487,5 @@ def test_launch_below_the_kernel_layout_traps():
         [sys.executable, "-c", _SHORT_SMEM], env=env, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode != 0 and "NO TRAP" not in proc.stdout, proc.stdout + proc.stderr
-    assert "illegal instruction" in proc.stderr.lower() or "trap" in proc.stderr.lower(), (
-        proc.stderr[-2000:]
-    )
+    # a device trap reaches the host as cudaErrorLaunchFailure (measured on the H200, s19-a)
+    assert "unspecified launch failure" in proc.stderr.lower(), proc.stderr[-2000:]

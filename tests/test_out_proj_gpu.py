@@ -40,6 +40,49 @@ def test_fp8_out_proj_aliasing_residual(m, rng):
     assert not bad, "\n".join(bad)
 
 
+def test_fp8_out_proj_nan_rows(rng):
+    """A row of attn_out holding a NaN (either sign) quantizes as the host's per-token FP8 does:
+    np.max propagates the NaN, so the row's scale is NaN and every code of it a NaN code (e4m3
+    0x7f, or 0xff: the sign bit is the element's); every other row stays bit-exact. Rows 5 (the
+    consumer warps' first round) and 4000 (the spare warps) of M = 4824."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops.out_proj import minimax_h3_fp8_out_proj
+    from h3cupy.reference import inputs as ref_inputs
+    from h3cupy.testing import download, upload
+
+    _need_sm90()
+    m = 4824
+    host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
+    a = host["attn_out"]
+    a.view(np.uint16)[5, 100] = 0x7FC0  # +NaN
+    a.view(np.uint16)[4000, 7000] = 0xFFC1  # -NaN
+    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
+    # filled with non-NaN values: the NaN poison would pass the NaN rows' checks unwritten
+    act_q = cupy.full((m, 7168), 0x11, np.uint8)
+    act_scale = cupy.full((m,), -1.0, np.float32)
+    minimax_h3_fp8_out_proj(
+        upload(a),
+        cupy.asarray(wq),
+        cupy.asarray(wsc),
+        upload(host["gate"]),
+        upload(host["gate_index"]),
+        upload(host["residual"]),
+        act_q=act_q,
+        act_scale=act_scale,
+    )
+    got_q, got_s = download(act_q), download(act_scale)
+    want_q, want_s = formats.fp8_quantize_per_token(a)
+    nan_rows = [5, 4000]
+    assert np.isnan(want_s[nan_rows]).all()  # the reference's reading of a NaN row
+    assert np.isnan(got_s[nan_rows]).all(), got_s[nan_rows]
+    assert np.all(got_q[nan_rows] & 0x7F == 0x7F), "codes of a NaN row must all be NaN"
+    keep = np.setdiff1d(np.arange(m), nan_rows)
+    assert np.array_equal(got_q[keep], want_q[keep])
+    assert np.array_equal(got_s[keep].view(np.uint32), want_s[keep].view(np.uint32))
+
+
 def _error_path_inputs(m: int):
     """attn_out, o_weight_q, o_weight_scale, gate, gate_index, residual of the right shapes for
     the tests of refused calls (their values are never used)."""
