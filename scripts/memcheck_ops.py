@@ -1,0 +1,45 @@
+"""The FP8 out_proj and MLP defaults under compute-sanitizer memcheck, at an M where the
+single-launch forms' spare producer warps quantize rows too (past the first round's rows, which
+the consumer warps take), and every persistent CTA runs several tiles:
+
+compute-sanitizer --tool memcheck --report-api-errors no python3 scripts/memcheck_ops.py
+
+the out_proj in its single-launch and two-launch forms and the MLP (three launches, y quantized
+inside FC2's launch), at M = 3000 (24 row tiles; the first round reads rows 0..1023). See
+memcheck_gemm.py for --report-api-errors.
+"""
+
+from __future__ import annotations
+
+import cupy
+import numpy as np
+
+from h3cupy import formats
+from h3cupy.ops import mlp, out_proj
+from h3cupy.reference import inputs
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    m = 3000
+    host = inputs.out_proj_inputs(m, rows=9, rng=rng)
+    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
+    args = [cupy.asarray(host["attn_out"]), cupy.asarray(wq), cupy.asarray(wsc)]
+    args += [cupy.asarray(host[x]) for x in ("gate", "gate_index", "residual")]
+    for fused in (True, False):
+        out_proj.FUSED_QUANT = fused
+        out_proj.minimax_h3_fp8_out_proj(*args)
+    out_proj.FUSED_QUANT = True
+    host = inputs.mlp_inputs(m, rows=9, rng=rng)
+    w1q, w1s = formats.fp8_quantize_per_channel(formats.fc1_prepack_rows(host["fc1_weight"]))
+    w2q, w2s = formats.fp8_quantize_per_channel(host["fc2_weight"])
+    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index", "gate", "residual")
+    mlp.minimax_h3_mlp_fp8_sm120(
+        *(cupy.asarray(host[x]) for x in keys), *(cupy.asarray(w) for w in (w1q, w1s, w2q, w2s))
+    )
+    cupy.cuda.Device().synchronize()
+    print(f"memcheck_ops: 3 paths run at M = {m}")
+
+
+if __name__ == "__main__":
+    main()
