@@ -389,8 +389,10 @@ struct ProQuantRowsFp8 {
   // (fmaxf would drop the NaN). The codes pass quantizes with the sign kept by the arithmetic
   // (Markstein's correction keeps it except for v = -0) and ORs each element's bf16 sign into its
   // code byte (one PRMT + one LOP3 per four codes instead of a copysign per element); for -0
-  // that gives code 0x80, the true quotient's. The spare warps share their SM's issue slots
-  // with the consumers' mainloop (benchmarks/NOTES.md session 19).
+  // that gives code 0x80, the true quotient's. Measured level in time with the rows before it
+  // (benchmarks/NOTES.md session 19); kept for the NaN reading and ~25% fewer instructions.
+  // The #else branch: targets below sm_90 (these kernels have no body there) and the diagnostic
+  // -DH3_QUANT_V1 (the rows as before; probe_engine.py --ab quant1).
   template <int kU, int kV>
   H3_DEVICE void row(int r) const {
     const int lane = threadIdx.x % 32, n = K / 256;
