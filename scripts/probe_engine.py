@@ -16,6 +16,10 @@ With ``--ab NAME`` it times instead, in one run (CUDA graphs, interleaved), form
 same forms on a diagnostic build (AB below), and checks that both give the same bytes:
 ``vec``: the FP8 epilogues without their shared-memory vectors (-DH3_NO_EPI_VEC: the epilogues as
 before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_proj and the MLP;
+``fc1y``: the MLP (and the plain FP8 O GEMM, unchanged, as a control) with FC1's y formed as one
+bf16x2 product of the packed roundings and stored from the pairs (-DH3_FC1_Y_PACKED, prepared in
+session 19: here the diagnostic build is the candidate, so "default N x faster" below 1.0 favours
+it);
 ``quant1``: the FP8 out_proj and the MLP (and the plain FP8 O GEMM, which it does not change, as
 a control) with the single-launch forms' row quantization as before session 19 (-DH3_QUANT_V1:
 an unpack and an fmax per element for the amax, a copysign per code);
@@ -43,6 +47,7 @@ AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
     "quant1": (("H3_QUANT_V1=1",), False),
+    "fc1y": (("H3_FC1_Y_PACKED=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
 }
@@ -217,7 +222,11 @@ def main() -> None:
         }
         for m in args.m:
             cases = {}
-            if args.ab == "quant1":
+            if args.ab == "fc1y":
+                f, *_ = forms("mlp", m)
+                cases["mlp"] = f["h3"]
+                cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
+            elif args.ab == "quant1":
                 f, *_ = forms("out_proj", m)
                 cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
                 f, *_ = forms("mlp", m)

@@ -896,11 +896,13 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 // calls store(pass, box, src) for each, which issues the TMA store (the tensor map has matching
 // boxes and swizzle and clips past its edges). Before a pass overwrites the buffer, that thread
 // waits for the previous stores to have read it.
-template <int kBoxCols, int kAcc, class StoreBox, int kBoxes = kStagingBoxes>
-H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, int bar_id,
-                                         const StoreBox& store) {
+// The pairs come from pair(j, h): the packed bf16 pair of 8-column group j, row half h, for
+// fragments whose pairs are formed before the store (store_fragment_bf16_boxes converts fp32
+// fragments).
+template <int kBoxCols, int kGroups, int kBoxes = kStagingBoxes, class Pair, class StoreBox>
+H3_DEVICE void store_pairs_bf16_boxes(const Pair& pair, u8* staging, int bar_id,
+                                      const StoreBox& store) {
   static_assert(kBoxCols == 64 || kBoxCols == 32, "64- or 32-column boxes");
-  constexpr int kGroups = kAcc / 4;           // 8-column groups
   constexpr int kBoxGroups = kBoxCols / 8;    // groups per box
   constexpr int kRowBytes = 2 * kBoxCols;     // 128 or 64
   constexpr int kBoxBytes = 64 * kRowBytes;   // 8 or 4 KiB
@@ -924,8 +926,7 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
         const u32 addr = base + (jj / kBoxGroups) * kBoxBytes + r * kRowBytes +
                          (((jj % kBoxGroups) ^ (kBoxCols == 64 ? lane / 4 : (lane / 8) % 4)) * 16) +
                          4 * (lane % 4);
-        const u32 v = pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(pair(j, h)) : "memory");
       }
     }
     fence_proxy_async_smem();
@@ -937,6 +938,16 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
       bulk_commit();
     }
   }
+}
+
+template <int kBoxCols, int kAcc, class StoreBox, int kBoxes = kStagingBoxes>
+H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, int bar_id,
+                                         const StoreBox& store) {
+  store_pairs_bf16_boxes<kBoxCols, kAcc / 4, kBoxes>(
+      [&](int j, int h) {
+        return pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
+      },
+      staging, bar_id, store);
 }
 
 // 64-column boxes (the tensor map: 64 x 64 boxes, 128B swizzle); store(pass, box, src), box 0 ..
@@ -954,6 +965,15 @@ template <int kAcc, class StoreBox>
 H3_DEVICE void store_fragment_bf16_w32(const float (&d)[kAcc], u8* staging, int bar_id,
                                        const StoreBox& store) {
   store_fragment_bf16_boxes<32>(d, staging, bar_id, [&](int p, int box, const u8* src) {
+    store(2 * kStagingBoxes * p + box, src);
+  });
+}
+
+// The same from packed pairs: pair(j, h) as in store_pairs_bf16_boxes, kGroups 8-column groups.
+template <int kGroups, class Pair, class StoreBox>
+H3_DEVICE void store_pairs_bf16_w32(const Pair& pair, u8* staging, int bar_id,
+                                    const StoreBox& store) {
+  store_pairs_bf16_boxes<32, kGroups>(pair, staging, bar_id, [&](int p, int box, const u8* src) {
     store(2 * kStagingBoxes * p + box, src);
   });
 }
