@@ -20,6 +20,9 @@ before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_p
 bf16x2 product of the packed roundings and stored from the pairs (-DH3_FC1_Y_PACKED, prepared in
 session 19: here the diagnostic build is the candidate, so "default N x faster" below 1.0 favours
 it);
+``pastash``: the FP8 pre-attention (bf16 out; the plain FP8 QKV GEMM, unchanged, as a control)
+with head B of each N-tile pair staged in the pair's stash instead of behind head C's store
+(-DH3_PA_STASH_STORE, prepared in session 19: the diagnostic build is the candidate);
 ``quant1``: the FP8 out_proj and the MLP (and the plain FP8 O GEMM, which it does not change, as
 a control) with the single-launch forms' row quantization as before session 19 (-DH3_QUANT_V1:
 an unpack and an fmax per element for the amax, a copysign per code);
@@ -48,6 +51,7 @@ AB = {
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
     "quant1": (("H3_QUANT_V1=1",), False),
     "fc1y": (("H3_FC1_Y_PACKED=1",), False),
+    "pastash": (("H3_PA_STASH_STORE=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
 }
@@ -222,7 +226,11 @@ def main() -> None:
         }
         for m in args.m:
             cases = {}
-            if args.ab == "fc1y":
+            if args.ab == "pastash":
+                f, *_ = forms("pre_attention", m)
+                cases["fp8_pre_attention"] = f["h3"]
+                cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)
+            elif args.ab == "fc1y":
                 f, *_ = forms("mlp", m)
                 cases["mlp"] = f["h3"]
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)

@@ -898,8 +898,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 // waits for the previous stores to have read it.
 // The pairs come from pair(j, h): the packed bf16 pair of 8-column group j, row half h, for
 // fragments whose pairs are formed before the store (store_fragment_bf16_boxes converts fp32
-// fragments).
-template <int kBoxCols, int kGroups, int kBoxes = kStagingBoxes, class Pair, class StoreBox>
+// fragments). kWaitRead = false: the first pass skips the wait for earlier stores' reads (a
+// buffer that the caller knows no pending store reads).
+template <int kBoxCols, int kGroups, int kBoxes = kStagingBoxes, bool kWaitRead = true,
+          class Pair, class StoreBox>
 H3_DEVICE void store_pairs_bf16_boxes(const Pair& pair, u8* staging, int bar_id,
                                       const StoreBox& store) {
   static_assert(kBoxCols == 64 || kBoxCols == 32, "64- or 32-column boxes");
@@ -913,7 +915,7 @@ H3_DEVICE void store_pairs_bf16_boxes(const Pair& pair, u8* staging, int bar_id,
   const u32 base = smem_addr(staging);
 #pragma unroll
   for (int p = 0; p < (kGroups + kPass - 1) / kPass; ++p) {
-    if (tid == 0) bulk_wait_read();
+    if (tid == 0 && (kWaitRead || p > 0)) bulk_wait_read();
     named_barrier_sync(bar_id, 128);
 #pragma unroll
     for (int jj = 0; jj < kPass; ++jj) {
@@ -940,10 +942,11 @@ H3_DEVICE void store_pairs_bf16_boxes(const Pair& pair, u8* staging, int bar_id,
   }
 }
 
-template <int kBoxCols, int kAcc, class StoreBox, int kBoxes = kStagingBoxes>
+template <int kBoxCols, int kAcc, class StoreBox, int kBoxes = kStagingBoxes,
+          bool kWaitRead = true>
 H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, int bar_id,
                                          const StoreBox& store) {
-  store_pairs_bf16_boxes<kBoxCols, kAcc / 4, kBoxes>(
+  store_pairs_bf16_boxes<kBoxCols, kAcc / 4, kBoxes, kWaitRead>(
       [&](int j, int h) {
         return pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
       },
@@ -952,10 +955,10 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
 
 // 64-column boxes (the tensor map: 64 x 64 boxes, 128B swizzle); store(pass, box, src), box 0 ..
 // kBoxes - 1 (passes of 64 kBoxes columns).
-template <int kAcc, class StoreBox, int kBoxes = kStagingBoxes>
+template <int kAcc, class StoreBox, int kBoxes = kStagingBoxes, bool kWaitRead = true>
 H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_id,
                                    const StoreBox& store) {
-  store_fragment_bf16_boxes<64, kAcc, StoreBox, kBoxes>(d, staging, bar_id, store);
+  store_fragment_bf16_boxes<64, kAcc, StoreBox, kBoxes, kWaitRead>(d, staging, bar_id, store);
 }
 
 // 32-column boxes for fragments whose width is a whole number of 32 but not of 64 columns (a

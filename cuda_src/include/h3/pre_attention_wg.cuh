@@ -22,12 +22,13 @@ enum PaOut : int { kPaOutBf16 = 0, kPaOutE4m3 = 1, kPaOutNvfp4 = 2 };
 
 // e4m3 codes of a warpgroup's 64 x 128 fragment into a 128B-swizzled 64 x 128-byte box (16-byte
 // chunk c of row r at chunk c ^ (r % 8)), then one TMA store.
-template <class StoreBox>
+// kWaitRead = false: no wait for earlier stores' reads of `staging` (as store_pairs_bf16_boxes).
+template <bool kWaitRead = true, class StoreBox>
 H3_DEVICE void store_fragment_e4m3(const float (&d)[64], float os, u8* staging, int bar_id,
                                    const StoreBox& store) {
   const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32, q4 = lane % 4;
   const u32 base = smem_addr(staging);
-  if (tid == 0) bulk_wait_read();
+  if (tid == 0 && kWaitRead) bulk_wait_read();
   named_barrier_sync(bar_id, 128);
 #pragma unroll
   for (int j = 0; j < 16; ++j)
@@ -50,12 +51,12 @@ H3_DEVICE void store_fragment_e4m3(const float (&d)[64], float os, u8* staging, 
 // block's 16 values sit in the 4 lanes of a quad (groups j = 2b, 2b + 1), so two shuffles give its
 // amax. Codes (element 2i in the low nibble of byte i) go to a plain 64 x 64-byte box and one TMA
 // store; each scale byte is written by lane q4 == b % 4 of the quad.
-template <class StoreBox>
+template <bool kWaitRead = true, class StoreBox>
 H3_DEVICE void store_fragment_nvfp4(const float (&d)[64], float g, u8* staging, int bar_id,
                                     int row0, int M, u8* __restrict__ sf_row0, int sf_row_stride,
                                     const StoreBox& store) {
   const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32, q4 = lane % 4;
-  if (tid == 0) bulk_wait_read();
+  if (tid == 0 && kWaitRead) bulk_wait_read();
   named_barrier_sync(bar_id, 128);
 #pragma unroll
   for (int b = 0; b < 8; ++b)
@@ -157,8 +158,9 @@ struct EpiPreAttnQkv {
   // One head at columns col0.. (a multiple of 128); kScaled: d already holds y (scaled and
   // rounded to bf16), else the Scale policy forms it here. kZeroOps: the RoPE operands start at
   // zero (V heads load none): with several heads in one epilogue, ptxas otherwise carried the
-  // unloaded ones from head to head through local memory.
-  template <bool kScaled, bool kZeroOps = false>
+  // unloaded ones from head to head through local memory. kWaitRead = false: `staging` is a
+  // buffer no pending store reads (the stores skip their wait).
+  template <bool kScaled, bool kZeroOps = false, bool kWaitRead = true>
   H3_DEVICE void head(float (&d)[64], int row0, int col0, u8* staging, int wg) const {
     const int M = math.M;
     const int kind = col0 / kPaKindCols, head = (col0 % kPaKindCols) / kPaHeadDim;
@@ -175,16 +177,20 @@ struct EpiPreAttnQkv {
     math.template apply<true, true>(d, col0, po, p);
     const TmaDesc* dk = pick3(desc, kind);
     if constexpr (kOut == kPaOutBf16) {
-      store_fragment_bf16(d, staging, wg, [&](int, int box, const u8* src) {
+      auto box_store = [&](int, int box, const u8* src) {
         tma_store_2d(dk, src, head * kPaHeadDim + 64 * box, row0);
-      });
+      };
+      store_fragment_bf16<64, decltype(box_store), kStagingBoxes, kWaitRead>(d, staging, wg,
+                                                                            box_store);
     } else if constexpr (kOut == kPaOutE4m3) {
-      store_fragment_e4m3(d, __frcp_rn(sv), staging, wg,
-                          [&](const u8* src) { tma_store_2d(dk, src, head * 128, row0); });
+      store_fragment_e4m3<kWaitRead>(d, __frcp_rn(sv), staging, wg, [&](const u8* src) {
+        tma_store_2d(dk, src, head * 128, row0);
+      });
     } else {
       u8* sf0 = pick3(sf_out, kind) + (static_cast<i64>(row0) * kPaHeads + head) * 8;
-      store_fragment_nvfp4(d, sv, staging, wg, row0, M, sf0, kPaHeads * 8,
-                           [&](const u8* src) { tma_store_2d(dk, src, head * 64, row0); });
+      store_fragment_nvfp4<kWaitRead>(
+          d, sv, staging, wg, row0, M, sf0, kPaHeads * 8,
+          [&](const u8* src) { tma_store_2d(dk, src, head * 64, row0); });
     }
   }
 };
@@ -214,8 +220,15 @@ struct EpiPreAttnPair {
 
   // y of groups [kJ0, kJ0 + 8) (columns col0 + 8 j ..) into stash words w0 .. w0 + 15
   template <int kJ0, int kAcc>
-  H3_DEVICE void stash_y(float (&d)[kAcc], int row0, int col0, u32 stash, int w0) const {
+  H3_DEVICE void stash_y(float (&d)[kAcc], int row0, int col0, u32 stash, int w0,
+                         [[maybe_unused]] int wg) const {
     const int tid = threadIdx.x % 128;
+#ifdef H3_PA_STASH_STORE
+    if (kJ0 == 16) {  // a pair's first tile: the stash was the last pair's head-B staging buffer
+      if (tid == 0) bulk_wait_read();
+      named_barrier_sync(wg, 128);
+    }
+#endif
     typename WgYRowCol::Ops so;
     one.scale.load(so, row0, one.math.M);
     one.scale.template apply_groups<kJ0, kJ0 + 8>(d, col0, so);
@@ -237,11 +250,11 @@ struct EpiPreAttnPair {
     const u32 stash = smem_addr(vec);
     auto view = [&](int off) -> float(&)[64] { return *reinterpret_cast<float(*)[64]>(&d[off]); };
     if ((col0 / 192) % 2 == 0) {
-      stash_y<16>(d, row0, col0, stash, 0);
+      stash_y<16>(d, row0, col0, stash, 0, wg);
       one.template head<false, true>(view(0), row0, col0, staging, wg);  // head A
       return;
     }
-    stash_y<0>(d, row0, col0, stash, 16);
+    stash_y<0>(d, row0, col0, stash, 16, wg);
     one.template head<false, true>(view(32), row0, col0 + 64, staging, wg);  // head C
 #pragma unroll
     for (int j = 0; j < 16; ++j)
@@ -251,7 +264,15 @@ struct EpiPreAttnPair {
         d[32 + 4 * j + 2 * h] = bf16_to_f32(static_cast<bf16_t>(w & 0xffffu));
         d[32 + 4 * j + 2 * h + 1] = bf16_to_f32(static_cast<bf16_t>(w >> 16));
       }
+#ifdef H3_PA_STASH_STORE
+    // (prepared in session 19, off: not yet run on a GPU) head B staged in the stash, which is
+    // free once read back (the store's barrier orders every thread's read-back before the first
+    // write): its store does not wait for head C's TMA store to have read `staging`. The next
+    // pair's first stash write waits for this store's reads (stash_y).
+    one.template head<true, true, false>(view(32), row0, col0 - 64, vec, wg);  // head B
+#else
     one.template head<true, true>(view(32), row0, col0 - 64, staging, wg);  // head B
+#endif
   }
 };
 
