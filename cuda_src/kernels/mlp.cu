@@ -88,49 +88,49 @@ struct EpiSwiglu {
       const int x = ycol0 + 32 * box;
       if (x < ffn) tma_store_2d(desc_y, src, x, row0);
     };
+    // Block b's column pair in row half h, gate (up = false) or up: (acc * a_scale) * w_scale,
+    // in fp32, before its bf16 rounding.
+    auto scaled_pair = [&](int b, int h, bool up, float& x0, float& x1) {
+      const float2 ws = up ? wu_s[b] : wg_s[b];
+      x0 = (d[4 * (2 * b + up) + 2 * h] * as[h]) * ws.x;
+      x1 = (d[4 * (2 * b + up) + 2 * h + 1] * as[h]) * ws.y;
+    };
+    // y into its own half-width fragment (group b -> FFN columns col0 / 2 + 8b ..., the layout
+    // store_fragment_bf16_w32 expects). The roundings of g, u and silu(g) are paired (one
+    // cvt.rn.bf16x2 each). y = bf16(s) * u is exact in fp32 (two 8-bit significands), so y's
+    // rounding is left to the store's conversion (the same RN).
+    // H3_FC1_Y_PACKED (prepared in session 19, off: not yet run on a GPU): y as one bf16x2
+    // product of the packed roundings of silu(g) and u (mul_bf16x2: the rounding of the exact
+    // product, the same RN), stored from the packed pairs: no unpacking of s and u, no fp32
+    // multiply, no conversion in the store. yp[2 b + h]: block b's pair in row half h.
 #ifdef H3_FC1_Y_PACKED
-    // (prepared in session 19, off: not yet run on a GPU) y as one bf16x2 product of the packed
-    // roundings of silu(g) and u (mul_bf16x2: the rounding of the exact product, which is y's
-    // fp32 product rounded, as below), stored from the packed pairs: no unpacking of s and u, no
-    // fp32 multiply, no conversion in the store. yp[2 b + h]: block b's pair in row half h, the
-    // group b of the half-width y fragment.
     u32 yp[kAcc / 4];
+#else
+    float yh[kAcc / 2];
+#endif
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) {
-        float g0 = (d[4 * (2 * b) + 2 * h] * as[h]) * wg_s[b].x;
-        float g1 = (d[4 * (2 * b) + 2 * h + 1] * as[h]) * wg_s[b].y;
-        const float u0 = (d[4 * (2 * b + 1) + 2 * h] * as[h]) * wu_s[b].x;
-        const float u1 = (d[4 * (2 * b + 1) + 2 * h + 1] * as[h]) * wu_s[b].y;
+        float g0, g1, u0, u1;
+        scaled_pair(b, h, false, g0, g1);
+        scaled_pair(b, h, true, u0, u1);
         round_bf16x2(g0, g1);
+#ifdef H3_FC1_Y_PACKED
         yp[2 * b + h] =
             mul_bf16x2(cvt_bf16x2(silu_approx(g0), silu_approx(g1)), cvt_bf16x2(u0, u1));
-      }
-    store_pairs_bf16_w32<kAcc / 8>([&](int j, int h) { return yp[2 * j + h]; }, staging, wg,
-                                   store_box);
 #else
-    // y into its own half-width fragment (group b -> FFN columns col0 / 2 + 8b ..., the layout
-    // store_fragment_bf16_w32 expects).
-    float yh[kAcc / 2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int b = 0; b < kBlocks; ++b) {
-        // One column pair of block b, row half h. The roundings of g, u and silu(g) are paired
-        // (one cvt.rn.bf16x2 each). y = bf16(s) * u is exact in fp32 (two 8-bit significands),
-        // so y's rounding is left to the store's conversion (the same RN).
-        float g0 = (d[4 * (2 * b) + 2 * h] * as[h]) * wg_s[b].x;
-        float g1 = (d[4 * (2 * b) + 2 * h + 1] * as[h]) * wg_s[b].y;
-        float u0 = (d[4 * (2 * b + 1) + 2 * h] * as[h]) * wu_s[b].x;
-        float u1 = (d[4 * (2 * b + 1) + 2 * h + 1] * as[h]) * wu_s[b].y;
-        round_bf16x2(g0, g1);
         round_bf16x2(u0, u1);
         float s0 = silu_approx(g0), s1 = silu_approx(g1);
         round_bf16x2(s0, s1);
         yh[4 * b + 2 * h] = s0 * u0;
         yh[4 * b + 2 * h + 1] = s1 * u1;
+#endif
       }
+#ifdef H3_FC1_Y_PACKED
+    store_pairs_bf16_w32<kAcc / 8>([&](int j, int h) { return yp[2 * j + h]; }, staging, wg,
+                                   store_box);
+#else
     store_fragment_bf16_w32(yh, staging, wg, store_box);
 #endif
   }
