@@ -77,7 +77,7 @@ def test_fp8_out_proj_nan_rows(rng):
     nan_rows = [5, 4000]
     assert np.isnan(want_s[nan_rows]).all()  # the reference's reading of a NaN row
     assert np.isnan(got_s[nan_rows]).all(), got_s[nan_rows]
-    assert np.all(got_q[nan_rows] & 0x7F == 0x7F), "codes of a NaN row must all be NaN"
+    assert np.all((got_q[nan_rows] & 0x7F) == 0x7F), "codes of a NaN row must all be NaN"
     keep = np.setdiff1d(np.arange(m), nan_rows)
     assert np.array_equal(got_q[keep], want_q[keep])
     assert np.array_equal(got_s[keep].view(np.uint32), want_s[keep].view(np.uint32))
