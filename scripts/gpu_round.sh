@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s20-pa|s20-fc1|s19-e|s19-d|s19-c|s19-b|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s20-pa|s20-fc1|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -93,26 +93,9 @@ case "$MODE" in
       --m 4824 9648 19296 38592 --reps 20 --json "$OUT/bench_ops.json"
     smi_stop
     ;;
-  s19-b)  # the descriptor-add mainloop (default since s19-a's A/B) and the packed row
-          # quantization: the wgmma kernels' tests, the quantization's A/B against the old rows
-          # (probe_engine.py --ab quant1), the operators against torch.compile, FP8 against
-          # _scaled_mm
-    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py -k \
-      "fp8 and not mma and not errors and not 38592-int32 and not two_launch[38592] and (test_fp8_out_proj[ or nan_rows or aliasing or two_launch or graph or capture or deterministic or tail_split or other_cluster)"
-    run 60 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
-      "test_mlp_fp8[257 or test_mlp_fp8[4824 or graph[fused]"
-    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py \
-      tests/test_pre_attention_gpu.py -k "(wgmma and not nvfp4) or below_the_kernel_layout or \
-      test_bf16_pre_attention[4824] or test_fp8_pre_attention[4824-bf16]"
-    smi_start
-    run 90 "$OUT/ab.log" python3 scripts/probe_engine.py --ab quant1 --m 4824 38592 --reps 10 \
-      --energy --json "$OUT/ab_quant1.json"
-    run 170 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp \
-      --m 4824 9648 19296 38592 --reps 20 --json "$OUT/bench_ops.json"
-    run 80 "$OUT/bench.log" python3 benchmarks/gemm.py --fmt e4m3 --shapes o fc2 qkv fc1 \
-      --m 4824 38592 --backend wgmma --reps 10 --json "$OUT/bench_gemm_fp8.json"
-    smi_stop
-    ;;
+  # s19-b (session 19: the wgmma kernels' tests on the descriptor add, the packed row
+  # quantization's A/B against the rows before it, probe_engine.py --ab quant1, a diagnostic
+  # build removed after the session, and the operators' benchmarks) exists at commit 83608ed.
   s19-a)  # session 19's first call: every skeleton under the new dynamic-shared-memory check
           # (a trap when the launch's size is below the kernel's layout), the out_proj / MLP
           # tests on the host smem fix (43c2235), then the -DH3_DESC_ADD A/B (s19-desc)

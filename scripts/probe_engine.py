@@ -23,9 +23,6 @@ it);
 ``pastash``: the FP8 pre-attention (bf16 out; the plain FP8 QKV GEMM, unchanged, as a control)
 with head B of each N-tile pair staged in the pair's stash instead of behind head C's store
 (-DH3_PA_STASH_STORE, prepared in session 19: the diagnostic build is the candidate);
-``quant1``: the FP8 out_proj and the MLP (and the plain FP8 O GEMM, which it does not change, as
-a control) with the single-launch forms' row quantization as before session 19 (-DH3_QUANT_V1:
-an unpack and an fmax per element for the amax, a copysign per code);
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
@@ -49,7 +46,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
-    "quant1": (("H3_QUANT_V1=1",), False),
     "fc1y": (("H3_FC1_Y_PACKED=1",), False),
     "pastash": (("H3_PA_STASH_STORE=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
@@ -234,11 +230,6 @@ def main() -> None:
                 f, *_ = forms("mlp", m)
                 cases["mlp"] = f["h3"]
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
-            elif args.ab == "quant1":
-                f, *_ = forms("out_proj", m)
-                cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
-                f, *_ = forms("mlp", m)
-                cases["mlp"] = f["h3"]
             elif args.ab == "vec":
                 f, *_ = forms("out_proj", m)
                 cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])

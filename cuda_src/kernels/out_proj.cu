@@ -381,71 +381,23 @@ struct ProQuantRowsFp8 {
 
   // Row r by the calling warp, kU (amax pass) / kV (codes pass) loads per lane in flight; K is a
   // multiple of 256 (one 16-byte load per lane covers 256 values).
-  // The amax pass keeps the bf16 magnitudes packed: max.u16x2 of the sign-cleared bits (for
-  // finite values the integer order of |bf16| bits is the order of the values) and one
-  // redux.sync for the warp: ~1 instruction per element instead of an unpack and an fmax each.
-  // A NaN's bits exceed every finite value's and inf's, so a row holding one gets a NaN amax, and
-  // max.NaN keeps it through the 1e-12 floor: scale and codes NaN, as formats.py's np.max gives
-  // (fmaxf would drop the NaN). The codes pass quantizes with the sign kept by the arithmetic
-  // (Markstein's correction keeps it except for v = -0) and ORs each element's bf16 sign into its
-  // code byte (one PRMT + one LOP3 per four codes instead of a copysign per element); for -0
-  // that gives code 0x80, the true quotient's. Measured level in time with the rows before it
-  // (benchmarks/NOTES.md session 19); kept for the NaN reading and ~25% fewer instructions.
-  // The #else branch: targets below sm_90 (these kernels have no body there) and the diagnostic
-  // -DH3_QUANT_V1 (the rows as before; probe_engine.py --ab quant1).
+  // The amax pass keeps the bf16 magnitudes packed (bf16x8_absmax_u16x2, one redux.sync for the
+  // warp) and the codes pass puts each code's sign back from the bf16 sign bytes
+  // (fp8_codes_x8_bf16): ~25% fewer instructions than an unpack, fmax and copysign per element,
+  // measured level in time with those (benchmarks/NOTES.md session 19; that form is at commit
+  // 83608ed). A row holding a NaN gets a NaN scale and NaN codes, as formats.py gives.
   template <int kU, int kV>
   H3_DEVICE void row(int r) const {
     const int lane = threadIdx.x % 32, n = K / 256;
     const bf16_t* src_row = src + static_cast<i64>(r) * K + 8 * lane;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(H3_QUANT_V1)
     u32 m2 = 0;
-    each_chunk<kU, false>(src_row, n, [&](uint4 v, int) {
-      const u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        asm("max.u16x2 %0, %0, %1;" : "+r"(m2) : "r"(w[e] & 0x7fff7fffu));
-    });
-    u32 mb = max(m2 & 0xffffu, m2 >> 16);
-    asm volatile("redux.sync.max.u32 %0, %0, 0xffffffff;" : "+r"(mb));
-    float floored;
-    asm("max.NaN.f32 %0, %1, 0f2B8CBCCC;" : "=f"(floored) : "f"(__uint_as_float(mb << 16)));
-    const float sc = __fdiv_rn(floored, kE4m3Max), rcp = __frcp_rn(sc);
+    each_chunk<kU, false>(src_row, n, [&](uint4 v, int) { m2 = bf16x8_absmax_u16x2(m2, v); });
+    const u32 mb = warp_max_u32(max(m2 & 0xffffu, m2 >> 16));
+    const float sc = fp8_scale_from_amax_nan(__uint_as_float(mb << 16)), rcp = __frcp_rn(sc);
     u8* qrow = act_q + static_cast<i64>(r) * K + 8 * lane;
     each_chunk<kV, true>(src_row, n, [&](uint4 v, int i) {
-      float f[8];
-      unpack_bf16x8(v, f);
-      u32 c[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float q0 = f[2 * e] * rcp, q1 = f[2 * e + 1] * rcp;
-        c[e] = e4m3x2(__fmaf_rn(__fmaf_rn(-q0, sc, f[2 * e]), rcp, q0),
-                      __fmaf_rn(__fmaf_rn(-q1, sc, f[2 * e + 1]), rcp, q1));
-      }
-      // byte j of each word: the sign byte of element j's bf16 (bytes 1, 3 of the first source
-      // word, 1, 3 of the second)
-      const u32 s0 = __byte_perm(v.x, v.y, 0x7531), s1 = __byte_perm(v.z, v.w, 0x7531);
-      uint2 codes;
-      codes.x = (c[0] | (c[1] << 16)) | (s0 & 0x80808080u);
-      codes.y = (c[2] | (c[3] << 16)) | (s1 & 0x80808080u);
-      *reinterpret_cast<uint2*>(qrow + 256 * i) = codes;
+      *reinterpret_cast<uint2*>(qrow + 256 * i) = fp8_codes_x8_bf16(v, sc, rcp);
     });
-#else
-    float amax = 0.f;
-    each_chunk<kU, false>(src_row, n, [&](uint4 v, int) {
-      float f[8];
-      unpack_bf16x8(v, f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(f[e]));
-    });
-    amax = warp_max(amax);
-    const float sc = fp8_scale_from_amax(amax), rcp = __frcp_rn(sc);
-    u8* qrow = act_q + static_cast<i64>(r) * K + 8 * lane;
-    each_chunk<kV, true>(src_row, n, [&](uint4 v, int i) {
-      float f[8];
-      unpack_bf16x8(v, f);
-      *reinterpret_cast<uint2*>(qrow + 256 * i) = fp8_codes_x8(f, sc, rcp);
-    });
-#endif
     publish(r, sc);
   }
 

@@ -8,8 +8,21 @@ namespace h3 {
 constexpr float kRcp6 = 0.16666667163372040f;
 constexpr float kE4m3Max = 448.f;
 
+constexpr float kAmaxFloor = 1e-12f;
+
 // Per-token / per-channel FP8 scale from a row amax: s = max(amax, 1e-12) / 448 (IEEE division).
-H3_DEVICE float fp8_scale_from_amax(float amax) { return __fdiv_rn(fmaxf(amax, 1e-12f), kE4m3Max); }
+H3_DEVICE float fp8_scale_from_amax(float amax) {
+  return __fdiv_rn(fmaxf(amax, kAmaxFloor), kE4m3Max);
+}
+
+// The same for an amax that may be NaN (a row holding a NaN, as bf16x8_absmax_u16x2 finds it):
+// max.NaN keeps the NaN through the floor, so scale and codes are NaN, as formats.py's np.max
+// gives (fmaxf would drop it).
+H3_DEVICE float fp8_scale_from_amax_nan(float amax) {
+  float floored;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(floored) : "f"(amax), "f"(kAmaxFloor));
+  return __fdiv_rn(floored, kE4m3Max);
+}
 
 // 8 values -> 8 e4m3 codes of RN(v / s): the correctly rounded fp32 quotient (SPEC: a plain
 // multiply by a reciprocal of s lands on the other side of an e4m3 tie for ~5 codes in 10,000).
@@ -21,10 +34,13 @@ H3_DEVICE float fp8_scale_from_amax(float amax) { return __fdiv_rn(fmaxf(amax, 1
 // NOTE: for v = -0 the correction returns +0 (r = +0, and +0 + -0 is +0 under RN), but the true
 // quotient is -0 (e4m3 code 0x80, which SwiGLU's y produces); the sign is put back from v, which
 // changes nothing else since s > 0.
-H3_DEVICE float div_rn_markstein(float v, float s, float rcp) {
+H3_DEVICE float div_rn_markstein_unsigned_zero(float v, float s, float rcp) {
   const float q0 = v * rcp;
   const float r = __fmaf_rn(-q0, s, v);
-  return copysignf(__fmaf_rn(r, rcp, q0), v);
+  return __fmaf_rn(r, rcp, q0);
+}
+H3_DEVICE float div_rn_markstein(float v, float s, float rcp) {
+  return copysignf(div_rn_markstein_unsigned_zero(v, s, rcp), v);
 }
 
 // silu(g) = g / (1 + exp(-g)) in fp32 from the approximate exp2 and reciprocal (MUFU.EX2, MUFU.RCP:
@@ -45,6 +61,41 @@ H3_DEVICE uint2 fp8_codes_x8(const float (&v)[8], float s, float rcp) {
   for (int i = 0; i < 4; ++i)
     w[i] = e4m3x2(div_rn_markstein(v[2 * i], s, rcp), div_rn_markstein(v[2 * i + 1], s, rcp));
   return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
+}
+
+// The running max of |x| over 8 bf16 values (v), as sign-cleared bits in two u16 lanes of m2:
+// for non-NaN values the integer order of |bf16| bits is the order of the values, and a NaN's
+// bits exceed every other value's (inf included), so a NaN wins. The amax is
+// float(max(lo, hi) << 16) of the result. One max.u16x2 per word (sm_90+).
+H3_DEVICE u32 bf16x8_absmax_u16x2(u32 m2, uint4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) asm("max.u16x2 %0, %0, %1;" : "+r"(m2) : "r"(w[e] & 0x7fff7fffu));
+  return m2;
+#else
+  __trap();  // the single-launch quantizers that call it are sm_90a kernels
+  return 0;
+#endif
+}
+
+// 8 bf16 values (v) -> 8 e4m3 codes of RN(x / s), as fp8_codes_x8, with each code's sign taken
+// from its bf16's sign bit (one PRMT + one LOP3 per four codes instead of a copysign each: the
+// quotient keeps the sign except for x = -0, whose code becomes 0x80, the true quotient's; a NaN
+// code keeps the element's sign, 0x7f or 0xff).
+H3_DEVICE uint2 fp8_codes_x8_bf16(uint4 v, float s, float rcp) {
+  float f[8];
+  unpack_bf16x8(v, f);
+  u32 c[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    c[e] = e4m3x2(div_rn_markstein_unsigned_zero(f[2 * e], s, rcp),
+                  div_rn_markstein_unsigned_zero(f[2 * e + 1], s, rcp));
+  // byte j of each word: the sign byte of element j's bf16 (bytes 1, 3 of the first source
+  // word, 1, 3 of the second)
+  const u32 s0 = __byte_perm(v.x, v.y, 0x7531), s1 = __byte_perm(v.z, v.w, 0x7531);
+  return make_uint2((c[0] | (c[1] << 16)) | (s0 & 0x80808080u),
+                    (c[2] | (c[3] << 16)) | (s1 & 0x80808080u));
 }
 
 // NVFP4 block scale from the block amax and the global scale g:

@@ -10,6 +10,17 @@ H3_DEVICE float warp_sum(float v) {
   return v;
 }
 
+// The warp's max of an unsigned value in one redux.sync (sm_80+).
+H3_DEVICE u32 warp_max_u32(u32 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("redux.sync.max.u32 %0, %0, 0xffffffff;" : "+r"(v));
+  return v;
+#else
+  __trap();
+  return 0;
+#endif
+}
+
 H3_DEVICE float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
