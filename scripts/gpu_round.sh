@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s20-a|s20-pa|s20-fc1|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -54,30 +54,9 @@ s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
-  s20-a)  # session 20's first call: the three single-launch out_proj kernels on 5b7c54e's
-          # schedule (tests, the NaN-row check's first GPU run), then the two A/Bs prepared in
-          # session 19 (s20-fc1, s20-pa) in one call
-    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py -k \
-      "test_fp8_out_proj[4824 or nan_rows or graph"
-    run 100 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
-      "test_mlp_fp8[4824 or graph[fused]"
-    run 170 "$OUT/ab.log" python3 scripts/probe_engine.py --ab fc1y --m 4824 38592 --reps 10 \
-      --energy --json "$OUT/ab_fc1y.json"
-    run 170 "$OUT/ab.log" python3 scripts/probe_engine.py --ab pastash --m 4824 38592 --reps 10 \
-      --energy --json "$OUT/ab_pastash.json"
-    ;;
-  s20-pa)  # prepared in session 19, not yet run: the FP8 pre-attention's head B staged in the
-           # pair's stash (-DH3_PA_STASH_STORE; its store no longer waits for head C's reads):
-           # bytes and graph replays against the default in one run
-    run 200 "$OUT/ab.log" python3 scripts/probe_engine.py --ab pastash --m 4824 38592 --reps 10 \
-      --energy --json "$OUT/ab_pastash.json"
-    ;;
-  s20-fc1)  # prepared in session 19, not yet run: FC1's y as one bf16x2 product stored from the
-            # packed pairs (-DH3_FC1_Y_PACKED; 1936 -> 1792 SASS instructions in the n192 FC1):
-            # bytes and graph replays against the default in one run
-    run 200 "$OUT/ab.log" python3 scripts/probe_engine.py --ab fc1y --m 4824 38592 --reps 10 \
-      --energy --json "$OUT/ab_fc1y.json"
-    ;;
+  # s20-a (session 20's first call: the out_proj / MLP tests on 5b7c54e's schedule, then
+  # session 19's prepared A/Bs, probe_engine.py --ab fc1y / pastash: -DH3_FC1_Y_PACKED, dropped,
+  # and -DH3_PA_STASH_STORE, adopted) and s20-fc1 / s20-pa exist at commit 09970a0.
   s19-e)  # the session's last device minutes: where the single-launch out_proj's 7-9% over the
           # kernel on quantized input goes at M = 4824 / 9648 (probe_fused.py's counters)
     run 100 "$OUT/probe.log" python3 scripts/probe_fused.py --m 4824 9648 \

@@ -16,13 +16,6 @@ With ``--ab NAME`` it times instead, in one run (CUDA graphs, interleaved), form
 same forms on a diagnostic build (AB below), and checks that both give the same bytes:
 ``vec``: the FP8 epilogues without their shared-memory vectors (-DH3_NO_EPI_VEC: the epilogues as
 before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_proj and the MLP;
-``fc1y``: the MLP (and the plain FP8 O GEMM, unchanged, as a control) with FC1's y formed as one
-bf16x2 product of the packed roundings and stored from the pairs (-DH3_FC1_Y_PACKED, prepared in
-session 19: here the diagnostic build is the candidate, so "default N x faster" below 1.0 favours
-it);
-``pastash``: the FP8 pre-attention (bf16 out; the plain FP8 QKV GEMM, unchanged, as a control)
-with head B of each N-tile pair staged in the pair's stash instead of behind head C's store
-(-DH3_PA_STASH_STORE, prepared in session 19: the diagnostic build is the candidate);
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
@@ -46,8 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
-    "fc1y": (("H3_FC1_Y_PACKED=1",), False),
-    "pastash": (("H3_PA_STASH_STORE=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
 }
@@ -222,15 +213,7 @@ def main() -> None:
         }
         for m in args.m:
             cases = {}
-            if args.ab == "pastash":
-                f, *_ = forms("pre_attention", m)
-                cases["fp8_pre_attention"] = f["h3"]
-                cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)
-            elif args.ab == "fc1y":
-                f, *_ = forms("mlp", m)
-                cases["mlp"] = f["h3"]
-                cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
-            elif args.ab == "vec":
+            if args.ab == "vec":
                 f, *_ = forms("out_proj", m)
                 cases.update(out_proj=f["h3"], fp8_gemm_o=f["engine"])
                 cases["fp8_gemm_fc2"] = fp8_gemm_form(m, 5376, 14336)

@@ -99,15 +99,7 @@ struct EpiSwiglu {
     // store_fragment_bf16_w32 expects). The roundings of g, u and silu(g) are paired (one
     // cvt.rn.bf16x2 each). y = bf16(s) * u is exact in fp32 (two 8-bit significands), so y's
     // rounding is left to the store's conversion (the same RN).
-    // H3_FC1_Y_PACKED (prepared in session 19, off: not yet run on a GPU): y as one bf16x2
-    // product of the packed roundings of silu(g) and u (mul_bf16x2: the rounding of the exact
-    // product, the same RN), stored from the packed pairs: no unpacking of s and u, no fp32
-    // multiply, no conversion in the store. yp[2 b + h]: block b's pair in row half h.
-#ifdef H3_FC1_Y_PACKED
-    u32 yp[kAcc / 4];
-#else
     float yh[kAcc / 2];
-#endif
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -116,23 +108,13 @@ struct EpiSwiglu {
         scaled_pair(b, h, false, g0, g1);
         scaled_pair(b, h, true, u0, u1);
         round_bf16x2(g0, g1);
-#ifdef H3_FC1_Y_PACKED
-        yp[2 * b + h] =
-            mul_bf16x2(cvt_bf16x2(silu_approx(g0), silu_approx(g1)), cvt_bf16x2(u0, u1));
-#else
         round_bf16x2(u0, u1);
         float s0 = silu_approx(g0), s1 = silu_approx(g1);
         round_bf16x2(s0, s1);
         yh[4 * b + 2 * h] = s0 * u0;
         yh[4 * b + 2 * h + 1] = s1 * u1;
-#endif
       }
-#ifdef H3_FC1_Y_PACKED
-    store_pairs_bf16_w32<kAcc / 8>([&](int j, int h) { return yp[2 * j + h]; }, staging, wg,
-                                   store_box);
-#else
     store_fragment_bf16_w32(yh, staging, wg, store_box);
-#endif
   }
 };
 

@@ -972,15 +972,6 @@ H3_DEVICE void store_fragment_bf16_w32(const float (&d)[kAcc], u8* staging, int 
   });
 }
 
-// The same from packed pairs: pair(j, h) as in store_pairs_bf16_boxes, kGroups 8-column groups.
-template <int kGroups, class Pair, class StoreBox>
-H3_DEVICE void store_pairs_bf16_w32(const Pair& pair, u8* staging, int bar_id,
-                                    const StoreBox& store) {
-  store_pairs_bf16_boxes<32, kGroups>(pair, staging, bar_id, [&](int p, int box, const u8* src) {
-    store(2 * kStagingBoxes * p + box, src);
-  });
-}
-
 // Shared-memory address of the bf16 pair that thread `lane` of warp `w` holds for 8-column group
 // j, row half h, in a full-width staging buffer of 64 x 64 boxes (box j / 8 at 8 KiB each, 128B
 // swizzle: the layout store_fragment_bf16 writes and a 64 x 64 TMA box with that swizzle loads).
