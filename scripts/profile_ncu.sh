@@ -20,6 +20,9 @@
 #       instruction against the plain FP8 GEMM's, M = 9648, as CSV
 #   OUT=out bash scripts/profile_ncu.sh src-ops        the same per-instruction samples of the
 #       operators' default kernels (out_proj, FC1, both pre-attentions), M = 9648
+#   OUT=out bash scripts/profile_ncu.sh out-proj-mem   the single-launch FP8 out_proj kernel
+#       (spare warps quantizing attn_out) against the same GEMM on quantized input (the
+#       two-launch form's), M = 4824: memory workload (L1 / L2 / DRAM throughput, bank conflicts)
 #   OUT=out bash scripts/profile_ncu.sh mma-src        the mma.sync back end's stall samples per
 #       SASS instruction (SourceCounters) at M = 9648, bf16 QKV, as CSV
 set -u -o pipefail
@@ -161,6 +164,18 @@ case "$MODE" in
     src_one prefp8 pre_attention_fp8 python3 benchmarks/ops_fp8.py --ops pre_attention --m 9648 --no-compile --reps 1
     src_one prebf16 pre_attention_bf16_x2 python3 benchmarks/pre_attention.py --p 4 --no-compile --reps 1
     ;;
+  out-proj-mem)
+    {
+      echo "== h3cupy FP8 out_proj, single launch (out_proj_fp8_fused_n192), M = 4824"
+      timeout 150 "${NCU[@]}" --kernel-name regex:out_proj_fp8_fused_n192 --launch-skip 2 \
+        --launch-count 1 "${SECTIONS[@]}" --section MemoryWorkloadAnalysis_Tables \
+        python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 --no-compile --reps 1
+      echo "== h3cupy FP8 out_proj, the same GEMM on quantized input (out_proj_fp8_n192), M = 4824"
+      timeout 150 "${NCU[@]}" --kernel-name regex:out_proj_fp8_n192 --launch-skip 2 \
+        --launch-count 1 "${SECTIONS[@]}" --section MemoryWorkloadAnalysis_Tables \
+        python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 --no-compile --reps 1
+    } 2>&1 | tee "$OUT/ncu_out_proj_mem.txt"
+    ;;
   mma-src)  # where the mma.sync back end's warps stall, per SASS instruction (sampled): the
             # k-tile top (full-barrier wait, first ldmatrix) against the steady HMMA stream
     timeout 200 "${NCU[@]}" --profile-from-start off --section SourceCounters \
@@ -170,7 +185,7 @@ case "$MODE" in
       > "$OUT/ncu_mma_src_sass.csv" 2>&1
     ;;
   *)
-    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new, mma-tma, mma-src, out-proj-src, src-ops)" >&2
+    echo "unknown mode: $MODE (small-m, pre-attention, mlp, out-proj, traffic, order, order-new, mma-tma, mma-src, out-proj-src, out-proj-mem, src-ops)" >&2
     exit 2
     ;;
 esac

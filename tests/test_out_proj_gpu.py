@@ -40,19 +40,23 @@ def test_fp8_out_proj_aliasing_residual(m, rng):
     assert not bad, "\n".join(bad)
 
 
-def test_fp8_out_proj_nan_rows(rng):
+@pytest.mark.parametrize("fused", (True, False), ids=("fused", "two-launch"))
+def test_fp8_out_proj_nan_rows(fused, rng, monkeypatch):
     """A row of attn_out holding a NaN (either sign) quantizes as the host's per-token FP8 does:
     np.max propagates the NaN, so the row's scale is NaN and every code of it a NaN code (e4m3
     0x7f, or 0xff: the sign bit is the element's); every other row stays bit-exact. Rows 5 (the
-    consumer warps' first round) and 4000 (the spare warps) of M = 4824."""
+    consumer warps' first round) and 4000 (the spare warps) of M = 4824 in the single-launch
+    form; both through quantize.cu's per-row kernel in the two-launch form."""
     import cupy
 
     from h3cupy import formats
+    from h3cupy.ops import out_proj
     from h3cupy.ops.out_proj import minimax_h3_fp8_out_proj
     from h3cupy.reference import inputs as ref_inputs
     from h3cupy.testing import download, upload
 
     _need_sm90()
+    monkeypatch.setattr(out_proj, "FUSED_QUANT", fused)
     m = 4824
     host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
     a = host["attn_out"]

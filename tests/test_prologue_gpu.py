@@ -121,3 +121,52 @@ def test_prologue_deterministic(rng):
     for r in runs[1:]:
         for a, b in zip(r, runs[0], strict=True):
             assert bool((a.view(cupy.uint8) == b.view(cupy.uint8)).all())
+
+
+def test_prologue_fp8_nan_rows(rng):
+    """A token whose activation holds a NaN quantizes as formats.py's per-token FP8 does (np.max
+    keeps the NaN): scale NaN, every code a NaN code (0x7f / 0xff). Two ways in: a NaN in x
+    (the whole row's RMSNorm is NaN) and a NaN in one column of an AdaLN shift row (one element
+    of every token using that row). Every other token bit-exact to formats.py applied to the
+    kernel's own bf16 activation. Outputs prefilled with non-NaN values, so that an unwritten
+    NaN row cannot pass."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops.prologue import norm_adaln
+    from h3cupy.reference import inputs
+    from h3cupy.testing import download, upload
+
+    m = 1000
+    h = inputs.prologue_inputs(m, rows=9, k=5376, index_dtype=np.int64, rng=rng)
+    idx = h["adaln_index"]
+    valid = np.flatnonzero((idx >= 0) & (idx < 9))  # an invalid index gives a zero row
+    x_row, shift_row = int(valid[3]), int(idx[valid[len(valid) // 2]])
+    h["x"].view(np.uint16)[x_row, 17] = 0xFFC1  # -NaN
+    h["adaln_shift"].view(np.uint16)[shift_row, 40] = 0x7FC0  # +NaN
+    d = {k: upload(v) for k, v in h.items()}
+    q = cupy.full((m, 5376), 0x11, np.uint8)
+    sc = cupy.full((m,), -1.0, np.float32)
+    out = norm_adaln(
+        d["x"],
+        d["x_norm_weight"],
+        d["adaln_scale"],
+        d["adaln_shift"],
+        d["adaln_index"],
+        out_format="fp8",
+        q=q,
+        scale=sc,
+        write_bf16=True,
+    )
+    a = download(out.a)
+    got_q, got_s = download(q), download(sc)
+    nan_rows = np.flatnonzero(np.isnan(a.astype(np.float32)).any(axis=1))
+    want_rows = np.union1d([x_row], np.flatnonzero(idx == shift_row))
+    assert np.array_equal(nan_rows, want_rows), (nan_rows, want_rows)
+    want_q, want_s = formats.fp8_quantize_per_token(a)
+    assert np.isnan(want_s[nan_rows]).all()  # the reference's reading of a NaN row
+    assert np.isnan(got_s[nan_rows]).all(), got_s[nan_rows]
+    assert np.all((got_q[nan_rows] & 0x7F) == 0x7F), "codes of a NaN row must all be NaN"
+    keep = np.setdiff1d(np.arange(m), nan_rows)
+    assert np.array_equal(got_q[keep], want_q[keep])
+    assert np.array_equal(got_s[keep].view(np.uint32), want_s[keep].view(np.uint32))

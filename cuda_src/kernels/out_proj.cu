@@ -393,7 +393,7 @@ struct ProQuantRowsFp8 {
     u32 m2 = 0;
     each_chunk<kU, false>(src_row, n, [&](uint4 v, int) { m2 = bf16x8_absmax_u16x2(m2, v); });
     const u32 mb = warp_max_u32(max(m2 & 0xffffu, m2 >> 16));
-    const float sc = fp8_scale_from_amax_nan(__uint_as_float(mb << 16)), rcp = __frcp_rn(sc);
+    const float sc = fp8_scale_from_amax(__uint_as_float(mb << 16)), rcp = __frcp_rn(sc);
     u8* qrow = act_q + static_cast<i64>(r) * K + 8 * lane;
     each_chunk<kV, true>(src_row, n, [&](uint4 v, int i) {
       *reinterpret_cast<uint2*>(qrow + 256 * i) = fp8_codes_x8_bf16(v, sc, rcp);

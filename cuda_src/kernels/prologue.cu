@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, H3_PROLOGUE_MIN_C
     if constexpr (kOut == kOutFp8) {
       float amax = 0.f;
 #pragma unroll
-      for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(a[i]));
+      for (int i = 0; i < 16; ++i) amax = fmax_nan(amax, fabsf(a[i]));
       amax = block_max<Shape::kWarps>(amax, red);
       const float s = fp8_scale_from_amax(amax);
       const float rcp = __frcp_rn(s);

@@ -10,7 +10,8 @@ namespace h3 {
 constexpr int kQuantThreads = 256;
 
 // Per-row FP8 of a bf16 [rows, K] matrix (K a multiple of 8): s = max(amax, 1e-12) / 448,
-// codes e4m3(w / s) (true division, saturating). One CTA per source row. Row r is written to
+// codes e4m3(w / s) (true division, saturating); a row holding a NaN gets a NaN scale and NaN
+// codes, as formats.py. One CTA per source row. Row r is written to
 // row dst_row[r] of the outputs (identity when dst_row is null): the FC1 prepack.
 __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_smxx(
     const bf16_t* __restrict__ w, int K, const i64* __restrict__ dst_row, u8* __restrict__ q,
@@ -24,7 +25,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_smxx(
     float f[8];
     unpack_bf16x8(ld16(row + k), f);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
+    for (int i = 0; i < 8; ++i) amax = fmax_nan(amax, fabsf(f[i]));
   }
   amax = block_max<kQuantThreads / 32>(amax, red);
   const float s = fp8_scale_from_amax(amax);
@@ -39,7 +40,9 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_smxx(
 }
 
 // max |x| over n bf16 values (n a multiple of 8) into *amax_bits (fp32 bits; the caller zeroes
-// it first). Non-negative floats order like their bit patterns, so an integer atomicMax works.
+// it first). Non-negative floats order like their bit patterns, so an integer atomicMax works;
+// a NaN (max.NaN's 0x7fffffff) orders above every number, so the tensor's amax becomes NaN, as
+// formats.py's np.max gives.
 __global__ void __launch_bounds__(kQuantThreads) absmax_bf16_smxx(const bf16_t* __restrict__ x,
                                                                   i64 n, u32* __restrict__ amax_bits) {
   __shared__ float red[kQuantThreads / 32];
@@ -49,18 +52,18 @@ __global__ void __launch_bounds__(kQuantThreads) absmax_bf16_smxx(const bf16_t* 
     float f[8];
     unpack_bf16x8(ld16(x + i), f);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
+    for (int j = 0; j < 8; ++j) amax = fmax_nan(amax, fabsf(f[j]));
   }
   amax = block_max<kQuantThreads / 32>(amax, red);
   if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(amax));
 }
 
-// g = 448 * 6 / max(amax, 1e-12) in fp32. amax comes from the device (amax_dev) or, when that is
-// null, from the host value amax_host.
+// g = 448 * 6 / max(amax, 1e-12) in fp32 (NaN for a NaN amax, as formats.py). amax comes from
+// the device (amax_dev) or, when that is null, from the host value amax_host.
 __global__ void nvfp4_global_scale_smxx(const float* __restrict__ amax_dev, float amax_host,
                                         float* __restrict__ g) {
   const float amax = amax_dev ? *amax_dev : amax_host;
-  *g = __fdiv_rn(2688.f, fmaxf(amax, 1e-12f));
+  *g = __fdiv_rn(2688.f, fmax_nan(amax, kAmaxFloor));
 }
 
 // NVFP4 quantization of a bf16 [rows, K] matrix (K a multiple of 16) with the global scale

@@ -14,6 +14,14 @@ H3_DEVICE bf16_t f32_to_bf16(float f) {
   return r;
 }
 
+// max(a, b), NaN when either is NaN (max.NaN.f32, sm_80+): the amax rule of formats.py, whose
+// np.max keeps a NaN where fmaxf would drop it.
+H3_DEVICE float fmax_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
 // round an fp32 to the nearest bf16 and return it as fp32
 H3_DEVICE float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 

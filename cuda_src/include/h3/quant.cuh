@@ -11,17 +11,10 @@ constexpr float kE4m3Max = 448.f;
 constexpr float kAmaxFloor = 1e-12f;
 
 // Per-token / per-channel FP8 scale from a row amax: s = max(amax, 1e-12) / 448 (IEEE division).
+// A NaN amax (a row holding a NaN) stays NaN through the floor, so scale and codes are NaN, as
+// formats.py gives (fmaxf would drop it).
 H3_DEVICE float fp8_scale_from_amax(float amax) {
-  return __fdiv_rn(fmaxf(amax, kAmaxFloor), kE4m3Max);
-}
-
-// The same for an amax that may be NaN (a row holding a NaN, as bf16x8_absmax_u16x2 finds it):
-// max.NaN keeps the NaN through the floor, so scale and codes are NaN, as formats.py's np.max
-// gives (fmaxf would drop it).
-H3_DEVICE float fp8_scale_from_amax_nan(float amax) {
-  float floored;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(floored) : "f"(amax), "f"(kAmaxFloor));
-  return __fdiv_rn(floored, kE4m3Max);
+  return __fdiv_rn(fmax_nan(amax, kAmaxFloor), kE4m3Max);
 }
 
 // 8 values -> 8 e4m3 codes of RN(v / s): the correctly rounded fp32 quotient (SPEC: a plain

@@ -21,13 +21,15 @@ H3_DEVICE u32 warp_max_u32(u32 v) {
 #endif
 }
 
+// The warp's max; a NaN in any lane makes it NaN (fmax_nan: the amax rule of formats.py).
 H3_DEVICE float warp_max(float v) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = 16; o > 0; o >>= 1) v = fmax_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
-// Block-wide sum / max for kWarps warps; every thread gets the result. `smem` holds kWarps
+// Block-wide sum / max (NaN-propagating, as warp_max) for kWarps warps; every thread gets the
+// result. `smem` holds kWarps
 // floats; the call ends with a barrier so `smem` may be reused right after.
 template <int kWarps>
 H3_DEVICE float block_sum(float v, float* smem) {
