@@ -16,6 +16,11 @@ With ``--ab NAME`` it times instead, in one run (CUDA graphs, interleaved), form
 same forms on a diagnostic build (AB below), and checks that both give the same bytes:
 ``vec``: the FP8 epilogues without their shared-memory vectors (-DH3_NO_EPI_VEC: the epilogues as
 before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_proj and the MLP;
+``uniform``: the operators (FP8 out_proj, MLP, FP8 and BF16 pre-attention) and the plain GEMMs
+(FP8 O / QKV, bf16 QKV) against the engine as before session 20 (-DH3_WG_DIVERGENT: the
+warpgroup index, the consumers' warp index and the tail split's barrier result not passed through
+a shuffle, so that ptxas holds the consumers' code divergent and builds each wgmma descriptor in
+vector registers; "default N x faster" above 1.0 favours the default);
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
@@ -39,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
+    "uniform": (("H3_WG_DIVERGENT=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
 }
@@ -219,6 +225,14 @@ def main() -> None:
                 cases["fp8_gemm_fc2"] = fp8_gemm_form(m, 5376, 14336)
                 f, *_ = forms("mlp", m)
                 cases["mlp"] = f["h3"]
+            elif args.ab == "uniform":
+                for op in ("out_proj", "mlp", "pre_attention"):
+                    f, *_ = forms(op, m)
+                    cases[op if op != "pre_attention" else "fp8_pre_attention"] = f["h3"]
+                cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
+                cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
+                cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)
+                cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
             else:
                 for s, (n, k) in shapes.items():
                     cases[f"fp8_gemm_{s}"] = fp8_gemm_form(m, n, k)

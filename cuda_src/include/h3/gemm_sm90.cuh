@@ -392,7 +392,15 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   __shared__ u64 ep_issue[8], ep_wait[8];
   constexpr bool kObserve = H3SameType<Pro, NoProducerHooks>::value;
 #endif
+  // The warpgroup index through a shuffle: ptxas then knows it is warp-uniform, so the role
+  // branches below do not make the consumers' code divergent to it (loop counters, stage
+  // addresses and wgmma descriptors stay in uniform registers instead of vector registers moved
+  // by R2UR before each wgmma).
+#ifndef H3_WG_DIVERGENT
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+#else  // (diagnostic: the form before session 20, every role's code divergent to ptxas)
   const int wg = threadIdx.x / 128;
+#endif
   const int k_tiles = k_bytes / Cfg::kBKBytes;
   const u32 rank = kCluster > 1 ? cluster_rank() : 0;
   const int cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
@@ -567,8 +575,14 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     }
   } else {
     setmaxnreg_inc<kConsumerRegs>();
-    pro.consumers(blockIdx.x + gridDim.x * (threadIdx.x / 32 - 4), gridDim.x * 4 * kWG,
-                  first_rows());
+    // (the warp index through a shuffle, as wg: a row loop whose trip count ptxas cannot see
+    // is warp-uniform left the mainloop divergent to it)
+#ifndef H3_WG_DIVERGENT
+    const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+#else
+    const int warp = threadIdx.x / 32;
+#endif
+    pro.consumers(blockIdx.x + gridDim.x * (warp - 4), gridDim.x * 4 * kWG, first_rows());
     const bool leader = threadIdx.x % 128 == 0;
     const int a_off = 64 * (wg - 1) * Cfg::kBKBytes;  // this warpgroup's 64 rows of the A tile
     auto release = [&](int s) {
@@ -665,7 +679,13 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           last = atomicAdd(cnt, 1u) == static_cast<u32>(tsplit() - 1);
           if (last) *cnt = 0u;  // every arrival is in: ready for the next launch
         }
+        // (the barrier's result is the same in every thread; the shuffle tells ptxas so, as
+        // the warpgroup index above: a branch on it would leave the loop divergent to ptxas)
+#ifndef H3_WG_DIVERGENT
+        if (!__shfl_sync(0xffffffffu, named_barrier_or(wg, 128, last), 0)) return false;
+#else
         if (!named_barrier_or(wg, 128, last)) return false;
+#endif
         __threadfence();
         // f = ((p_0 + p_1) + p_2) + ..., every partial (this thread's own too) read back from L2:
         // the fixed order makes the bits independent of which unit arrives last, and summing in
@@ -676,6 +696,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         // moving the next chunk's loads above it.
         constexpr int kPairs = Cfg::kAcc / 2;
         constexpr int kChunk = 2 * Cfg::kAcc + 32 <= kConsumerRegs ? kPairs : kPairs / 2;
+#pragma unroll
+        for (int i = 0; i < Cfg::kAcc; ++i) f[i] = -0.f;  // -0 + x is x, bit for bit
         for (int ss = 0; ss < tsplit(); ++ss) {
           const float* p = slot(ss);
 #pragma unroll
@@ -683,8 +705,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 #pragma unroll
             for (int i = c; i < c + kChunk; ++i) {
               const float2 v = ld_cg_f2(p + 256 * i);
-              f[2 * i] = ss == 0 ? v.x : f[2 * i] + v.x;
-              f[2 * i + 1] = ss == 0 ? v.y : f[2 * i + 1] + v.y;
+              f[2 * i] += v.x;
+              f[2 * i + 1] += v.y;
             }
             if constexpr (kChunk < kPairs) __syncwarp();
           }
