@@ -33,8 +33,11 @@ struct EpiPreAttnBf16 {
     int p[2];
     PaOperands o;
     math.positions(row0, p);
-    math.load(o, p, col0);
-    math.template apply<false, false>(d, col0, o, p);
+    // The second row's RoPE operands are loaded during the first row's math (as the FP8
+    // kernels do): loaded with the first, ptxas spilled 72 bytes of the 256-column kernel once
+    // its mainloop state moved to uniform registers (session 20).
+    math.load_half(o, p, col0, 0);
+    math.template apply<false, true>(d, col0, o, p);
     const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
     const int hp = math.hp;
     store_fragment_bf16(d, staging, wg, [&](int hd, int box, const u8* src) {
