@@ -56,10 +56,10 @@ s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8
 case "$MODE" in
   s20-e)  # session 20's last call: the BF16 pre-attention with its second row's RoPE operands
           # loaded during the first row's math (ee19a9e): its tests and its benchmark
-    run 90 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+    run 80 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
       "test_bf16_pre_attention[1] or test_bf16_pre_attention[4097 or no_tail_split or \
       test_bf16_pre_attention_graph or (test_bf16_pre_attention_positions and 4097)"
-    run 80 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 2 1 --reps 5 \
+    run 70 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 1 --reps 5 \
       --json "$OUT/bench_pre_attention.json"
     ;;
   s20-c)  # session 20's third call: the engine with the warpgroup index (and the consumers'
@@ -544,7 +544,7 @@ case "$MODE" in
           # then timed on / off), and clocks, cycles and energy per call (bench_graphs' sustained
           # windows) of the FP8 engine against _scaled_mm, the bf16 engine and mma.sync against
           # cuBLAS, and of the FP8 pre-attention's forms
-    run 90 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+    run 80 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
       "test_fp8_pre_attention_no_tail_split and 192-"
     [ "$status" = 0 ] || exit 1
     smi_start
@@ -560,7 +560,7 @@ case "$MODE" in
     ;;
   s12-split)  # (written in session 11; its tests ran in s12-a) the 192-row FP8 pre-attention's tail
                # split, tested off and timed on / off with 20 replays at the four centres
-    run 90 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+    run 80 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
       "test_fp8_pre_attention_no_tail_split and 192-"
     [ "$status" = 0 ] || exit 1
     smi_start
