@@ -581,3 +581,17 @@ def assert_passed(results: list[Check]) -> None:
     """Every check passed; the failing rows (op, shape, metric, value, bound) otherwise."""
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
+
+
+def assert_fp8_nan_rows(got_q, got_s, rows_in, nan_rows) -> None:
+    """Per-row FP8 of ``rows_in`` (bf16 rows, some holding a NaN) as formats.py's per-token /
+    per-channel quantizer gives it: rows ``nan_rows`` get a NaN scale and every code a NaN code
+    (0x7f, or 0xff: the element's sign), np.max keeping the NaN; every other row is bit-exact.
+    ``got_q`` / ``got_s``: the device's uint8 codes and fp32 scales, downloaded."""
+    want_q, want_s = formats.fp8_quantize_per_token(rows_in)
+    assert np.isnan(want_s[nan_rows]).all()  # the reference's reading of a NaN row
+    assert np.isnan(got_s[nan_rows]).all(), got_s[nan_rows]
+    assert np.all((got_q[nan_rows] & 0x7F) == 0x7F), "codes of a NaN row must all be NaN"
+    keep = np.setdiff1d(np.arange(len(got_s)), nan_rows)
+    assert np.array_equal(got_q[keep], want_q[keep])
+    assert np.array_equal(got_s[keep].view(np.uint32), want_s[keep].view(np.uint32))

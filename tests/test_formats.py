@@ -433,3 +433,27 @@ def test_qkv_row_orders(rng: np.random.Generator) -> None:
     np.testing.assert_array_equal(F.qkv_rows_engine_to_checkpoint(e), w)
     with pytest.raises(ValueError):
         F.qkv_rows_checkpoint_to_engine(w[:-1])
+
+
+def test_assert_fp8_nan_rows_checks_what_it_says(rng):
+    """testing.assert_fp8_nan_rows (the GPU tests' NaN-row check) passes the reference's own
+    codes and scales for rows holding a NaN, and fails when a NaN row got a finite scale (the
+    fmaxf reading), a code that is not NaN, or another row a different code."""
+    from h3cupy.testing import assert_fp8_nan_rows
+
+    a = (rng.standard_normal((6, 512)) * 0.5).astype(F.BF16)
+    a.view(np.uint16)[2, 7] = 0xFFC1  # -NaN
+    q, s = F.fp8_quantize_per_token(a)
+    assert_fp8_nan_rows(q.copy(), s.copy(), a, [2])
+    finite = s.copy()
+    finite[2] = 1.0
+    with pytest.raises(AssertionError):
+        assert_fp8_nan_rows(q, finite, a, [2])
+    not_nan = q.copy()
+    not_nan[2, 0] = 0x11
+    with pytest.raises(AssertionError):
+        assert_fp8_nan_rows(not_nan, s, a, [2])
+    other = q.copy()
+    other[4, 3] ^= 1
+    with pytest.raises(AssertionError):
+        assert_fp8_nan_rows(other, s, a, [2])
