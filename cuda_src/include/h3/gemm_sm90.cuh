@@ -692,8 +692,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         // place needs no second fragment of registers.
         // The loads go in chunks where a whole fragment's worth in flight would not fit beside
         // f in the consumers' registers (kAcc >= 112: ptxas hoisted every load and spilled the
-        // loop state of the mainloop instead): a __syncwarp between chunks keeps ptxas from
-        // moving the next chunk's loads above it.
+        // loop state of the mainloop instead): a __syncwarp between chunks kept ptxas from
+        // moving the next chunk's loads above it. NOTE: since the consumers' code is uniform to
+        // ptxas (session 20) it drops that __syncwarp and issues every load at once; seeded
+        // with -0 instead of a select on the first partial, the sum fits without a spill.
         constexpr int kPairs = Cfg::kAcc / 2;
         constexpr int kChunk = 2 * Cfg::kAcc + 32 <= kConsumerRegs ? kPairs : kPairs / 2;
 #pragma unroll

@@ -29,8 +29,8 @@ H3_DEVICE float warp_max(float v) {
 }
 
 // Block-wide sum / max (NaN-propagating, as warp_max) for kWarps warps; every thread gets the
-// result. `smem` holds kWarps
-// floats; the call ends with a barrier so `smem` may be reused right after.
+// result. `smem` holds kWarps floats; the call ends with a barrier so `smem` may be reused right
+// after.
 template <int kWarps>
 H3_DEVICE float block_sum(float v, float* smem) {
   v = warp_sum(v);
