@@ -33,11 +33,17 @@ struct EpiPreAttnBf16 {
     int p[2];
     PaOperands o;
     math.positions(row0, p);
-    // The second row's RoPE operands are loaded during the first row's math (as the FP8
-    // kernels do): loaded with the first, ptxas spilled 72 bytes of the 256-column kernel once
-    // its mainloop state moved to uniform registers (session 20).
+    // The second row's RoPE operands are loaded during the first row's math (kLoad = 1, as the
+    // FP8 kernels): loaded with the first, ptxas spilled 72 bytes of the 256-column kernel once
+    // its mainloop state moved to uniform registers (session 20); 24 are left (three words and
+    // the tile counter). H3_T_FROM_TILES (prepared, off; see gemm_sm90.cuh) loads each row's at
+    // the start of its math (kLoad = 2), which with the counter's fix leaves none.
+#ifdef H3_T_FROM_TILES
+    math.template apply<false, 2>(d, col0, o, p);
+#else
     math.load_half(o, p, col0, 0);
-    math.template apply<false, true>(d, col0, o, p);
+    math.template apply<false, 1>(d, col0, o, p);
+#endif
     const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
     const int hp = math.hp;
     store_fragment_bf16(d, staging, wg, [&](int hd, int box, const u8* src) {

@@ -80,10 +80,12 @@ struct PreAttnMath {
 
   // The math on a fragment at columns col0.. (kAcc / 64 heads of one kind) with its loaded
   // operands (positions p). kRounded: d already holds bf16 values (a scaling policy rounded y), so
-  // r = y. kLoadSecond: o holds the first row's operands only; the second row's are loaded here,
-  // so that they arrive during the first row's math (loaded with the first, they spilled the
-  // three-warpgroup FP8 kernel).
-  template <bool kRounded, bool kLoadSecond, int kAcc>
+  // r = y. kLoad: 0, o holds both rows' operands; 1, o holds the first row's only and the second
+  // row's are loaded here, so that they arrive during the first row's math (loaded with the
+  // first, they spilled the three-warpgroup FP8 kernel); 2, each row's are loaded here at the
+  // start of its math (the BF16 kernel: with any loaded by the caller, ptxas spilled three words
+  // of the 256-column kernel, session 20).
+  template <bool kRounded, int kLoad, int kAcc>
   H3_DEVICE void apply(float (&d)[kAcc], int col0, PaOperands& o, const int (&p)[2]) const {
     constexpr int kHeads = kAcc / 64;  // 128-column heads in the tile
     const int kind = col0 / kPaKindCols, q4 = threadIdx.x % 4;
@@ -91,7 +93,7 @@ struct PreAttnMath {
     const bf16_t* g = kind == 0 ? q_w : k_w;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (kLoadSecond && h == 1) load_half(o, p, col0, 1);
+      if (kLoad == 2 || (kLoad == 1 && h == 1)) load_half(o, p, col0, h);
 #pragma unroll
       for (int hd = 0; hd < kHeads; ++hd) {
         auto at = [&](int jj, int e) -> float& { return d[4 * (16 * hd + jj) + 2 * h + e]; };

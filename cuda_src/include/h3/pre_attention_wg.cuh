@@ -174,7 +174,7 @@ struct EpiPreAttnQkv {
     // the kind's out scalar (a device value for e4m3 / nvfp4) joins the batch
     const float sv = kOut == kPaOutBf16 ? 0.f : pick3(scalar, kind).get();
     if constexpr (!kScaled) scale.apply(d, col0, so);
-    math.template apply<true, true>(d, col0, po, p);
+    math.template apply<true, 1>(d, col0, po, p);
     const TmaDesc* dk = pick3(desc, kind);
     if constexpr (kOut == kPaOutBf16) {
       auto box_store = [&](int, int box, const u8* src) {
