@@ -21,6 +21,9 @@ before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_p
 warpgroup index, the consumers' warp index and the tail split's barrier result not passed through
 a shuffle, so that ptxas holds the consumers' code divergent and builds each wgmma descriptor in
 vector registers; "default N x faster" above 1.0 favours the default);
+``tiles``: the same cases against the build with the consumers' tile index formed from the tile
+count (-DH3_T_FROM_TILES, prepared in session 20: the diagnostic build is the candidate, so
+"default N x faster" below 1.0 favours it);
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
@@ -45,6 +48,7 @@ AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
     "uniform": (("H3_WG_DIVERGENT=1",), False),
+    "tiles": (("H3_T_FROM_TILES=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
 }
@@ -225,7 +229,7 @@ def main() -> None:
                 cases["fp8_gemm_fc2"] = fp8_gemm_form(m, 5376, 14336)
                 f, *_ = forms("mlp", m)
                 cases["mlp"] = f["h3"]
-            elif args.ab == "uniform":
+            elif args.ab in ("uniform", "tiles"):
                 for op in ("out_proj", "mlp", "pre_attention"):
                     f, *_ = forms(op, m)
                     cases[op if op != "pre_attention" else "fp8_pre_attention"] = f["h3"]
