@@ -931,15 +931,14 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 // calls store(pass, box, src) for each, which issues the TMA store (the tensor map has matching
 // boxes and swizzle and clips past its edges). Before a pass overwrites the buffer, that thread
 // waits for the previous stores to have read it.
-// The pairs come from pair(j, h): the packed bf16 pair of 8-column group j, row half h, for
-// fragments whose pairs are formed before the store (store_fragment_bf16_boxes converts fp32
-// fragments). kWaitRead = false: the first pass skips the wait for earlier stores' reads (a
-// buffer that the caller knows no pending store reads).
-template <int kBoxCols, int kGroups, int kBoxes = kStagingBoxes, bool kWaitRead = true,
-          class Pair, class StoreBox>
-H3_DEVICE void store_pairs_bf16_boxes(const Pair& pair, u8* staging, int bar_id,
-                                      const StoreBox& store) {
+// kWaitRead = false: the first pass skips the wait for earlier stores' reads (a buffer that the
+// caller knows no pending store reads).
+template <int kBoxCols, int kAcc, class StoreBox, int kBoxes = kStagingBoxes,
+          bool kWaitRead = true>
+H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, int bar_id,
+                                         const StoreBox& store) {
   static_assert(kBoxCols == 64 || kBoxCols == 32, "64- or 32-column boxes");
+  constexpr int kGroups = kAcc / 4;           // 8-column groups
   constexpr int kBoxGroups = kBoxCols / 8;    // groups per box
   constexpr int kRowBytes = 2 * kBoxCols;     // 128 or 64
   constexpr int kBoxBytes = 64 * kRowBytes;   // 8 or 4 KiB
@@ -963,7 +962,8 @@ H3_DEVICE void store_pairs_bf16_boxes(const Pair& pair, u8* staging, int bar_id,
         const u32 addr = base + (jj / kBoxGroups) * kBoxBytes + r * kRowBytes +
                          (((jj % kBoxGroups) ^ (kBoxCols == 64 ? lane / 4 : (lane / 8) % 4)) * 16) +
                          4 * (lane % 4);
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(pair(j, h)) : "memory");
+        const u32 v = pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
       }
     }
     fence_proxy_async_smem();
@@ -975,17 +975,6 @@ H3_DEVICE void store_pairs_bf16_boxes(const Pair& pair, u8* staging, int bar_id,
       bulk_commit();
     }
   }
-}
-
-template <int kBoxCols, int kAcc, class StoreBox, int kBoxes = kStagingBoxes,
-          bool kWaitRead = true>
-H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, int bar_id,
-                                         const StoreBox& store) {
-  store_pairs_bf16_boxes<kBoxCols, kAcc / 4, kBoxes, kWaitRead>(
-      [&](int j, int h) {
-        return pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
-      },
-      staging, bar_id, store);
 }
 
 // 64-column boxes (the tensor map: 64 x 64 boxes, 128B swizzle); store(pass, box, src), box 0 ..

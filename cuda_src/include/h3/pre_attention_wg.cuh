@@ -22,7 +22,7 @@ enum PaOut : int { kPaOutBf16 = 0, kPaOutE4m3 = 1, kPaOutNvfp4 = 2 };
 
 // e4m3 codes of a warpgroup's 64 x 128 fragment into a 128B-swizzled 64 x 128-byte box (16-byte
 // chunk c of row r at chunk c ^ (r % 8)), then one TMA store.
-// kWaitRead = false: no wait for earlier stores' reads of `staging` (as store_pairs_bf16_boxes).
+// kWaitRead = false: no wait for earlier stores' reads of `staging` (as store_fragment_bf16_boxes).
 template <bool kWaitRead = true, class StoreBox>
 H3_DEVICE void store_fragment_e4m3(const float (&d)[64], float os, u8* staging, int bar_id,
                                    const StoreBox& store) {
