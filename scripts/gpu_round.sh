@@ -54,10 +54,21 @@ s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
-  s21-b)  # prepared in session 20, not yet run: the engine with the consumers' tile index formed
-          # from the tile count (-DH3_T_FROM_TILES; no sm_90a kernel spills with it): bytes and
-          # graph replays against the default (probe_engine.py --ab tiles); adopting it needs
-          # the tests on it as the default
+  s21-b)  # session 21's first call: the engine with the consumers' tile index formed from the
+          # tile count, and the BF16 pre-attention loading each row's RoPE operands at its math
+          # (no sm_90a kernel spills), now the default: the engine's, out_proj's, MLP's and both
+          # pre-attentions' tests (tail splits included), then the A/B against the session-20
+          # form (probe_engine.py --ab tiles: -DH3_T_CARRIED; above 1.0 favours the default)
+    run 130 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k \
+      "test_gemm_wgmma_tail_split or (test_gemm_bf16 and wgmma) or (e4m3_scaled and wgmma) or \
+      (test_gemm_wgmma_variants and 2000x2560) or (test_gemm_wgmma_m192 and 2000x2560)"
+    run 110 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
+      tests/test_mlp_gpu.py -k "test_fp8_out_proj[4824-int32] or nan_rows[fused] or \
+      test_fp8_out_proj_tail_split or test_mlp_fp8[257] or test_mlp_fp8[4824]"
+    run 120 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
+      "test_bf16_pre_attention[1] or test_bf16_pre_attention[4097 or no_tail_split or \
+      test_bf16_pre_attention_graph or (test_bf16_pre_attention_positions and 4097) or \
+      test_fp8_pre_attention[4824 or (test_fp8_pre_attention_tile_m192 and 4824 and bf16)"
     run 200 "$OUT/ab.log" python3 scripts/probe_engine.py --ab tiles --m 4824 38592 --reps 10 \
       --energy --json "$OUT/ab_tiles.json"
     ;;

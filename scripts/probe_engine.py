@@ -21,9 +21,9 @@ before session 10), on the plain FP8 GEMM at the O and FC2 shapes, the FP8 out_p
 warpgroup index, the consumers' warp index and the tail split's barrier result not passed through
 a shuffle, so that ptxas holds the consumers' code divergent and builds each wgmma descriptor in
 vector registers; "default N x faster" above 1.0 favours the default);
-``tiles``: the same cases against the build with the consumers' tile index formed from the tile
-count (-DH3_T_FROM_TILES, prepared in session 20: the diagnostic build is the candidate, so
-"default N x faster" below 1.0 favours it);
+``tiles``: the same cases against the build with the consumers' tile index carried beside the
+tile count and the BF16 pre-attention's second row's RoPE operands loaded early (-DH3_T_CARRIED:
+the engine as in session 20; "default N x faster" above 1.0 favours the default);
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
@@ -48,7 +48,7 @@ AB = {
     "vec": (("H3_NO_EPI_VEC=1",), False),
     "stage5": (("H3_NO_EPI_VEC=1", "H3_STAGING_8K=1"), True),
     "uniform": (("H3_WG_DIVERGENT=1",), False),
-    "tiles": (("H3_T_FROM_TILES=1",), False),
+    "tiles": (("H3_T_CARRIED=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
 }

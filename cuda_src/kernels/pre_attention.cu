@@ -33,12 +33,12 @@ struct EpiPreAttnBf16 {
     int p[2];
     PaOperands o;
     math.positions(row0, p);
-    // The second row's RoPE operands are loaded during the first row's math (kLoad = 1, as the
-    // FP8 kernels): loaded with the first, ptxas spilled 72 bytes of the 256-column kernel once
-    // its mainloop state moved to uniform registers (session 20); 24 are left (three words and
-    // the tile counter). H3_T_FROM_TILES (prepared, off; see gemm_sm90.cuh) loads each row's at
-    // the start of its math (kLoad = 2), which with the counter's fix leaves none.
-#ifdef H3_T_FROM_TILES
+    // Each row's RoPE operands are loaded at the start of its math (kLoad = 2). Loading the
+    // second row's during the first row's math (kLoad = 1, as the FP8 kernels) left 24 bytes in
+    // local memory once the engine's loop state moved to uniform registers (session 20); loaded
+    // with the first, ptxas spilled 72. -DH3_T_CARRIED (diagnostic) restores the kLoad = 1 form
+    // with the engine's carried tile index.
+#ifndef H3_T_CARRIED
     math.template apply<false, 2>(d, col0, o, p);
 #else
     math.load_half(o, p, col0, 0);

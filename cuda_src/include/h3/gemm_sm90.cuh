@@ -718,12 +718,11 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       // (the unit count is formed again at each test, from the opaque M: held across the
       // mainloop, it was the word ptxas spilled in the 192-row FP8 kernel with the tail split)
       H3_EP_STAMP(ep_start);
-#ifdef H3_T_FROM_TILES
-      // (prepared in session 20, off, not yet run: t formed from `tiles` at each iteration
-      // rather than carried beside it; carried, ptxas keeps it in local memory in the BF16
-      // pre-attention kernel since the loop state moved to uniform registers. With this and
-      // that kernel's kLoad = 2 (pre_attention.cu) no sm_90a kernel spills; it changes the
-      // SASS of 55 of the 96 sm_90a kernels, so it waits for a GPU round.)
+#ifndef H3_T_CARRIED
+      // t is formed from `tiles` at each iteration rather than carried beside it: carried,
+      // ptxas kept it in local memory in the BF16 pre-attention kernel once the loop state
+      // moved to uniform registers (session 20). -DH3_T_CARRIED (diagnostic) restores the
+      // carried form for A/B runs (probe_engine.py --ab tiles).
       for (;; ++tiles) {
         const int t = cluster_id + tiles * clusters;
         if (!live(t)) break;
