@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s21-b|s21-a|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -72,11 +72,19 @@ case "$MODE" in
     run 200 "$OUT/ab.log" python3 scripts/probe_engine.py --ab tiles --m 4824 38592 --reps 10 \
       --energy --json "$OUT/ab_tiles.json"
     ;;
-  s21-a)  # prepared in session 20, not yet run: the single-launch out_proj with its row loads not
-          # allocated in L1 (-DH3_FUSED_NOALLOC; ncu s20-b: L1 hit rate 7% against 59% in the
-          # same GEMM on quantized input): probe_fused.py's timings of both builds, M = 4824 / 9648
-    run 150 "$OUT/probe.log" python3 scripts/probe_fused.py --m 4824 9648 \
-      --variant noalloc=H3_FUSED_NOALLOC --json "$OUT/probe_fused.json"
+  s21-c)  # session 21's last call: the figures on the engine with the tile index formed from
+          # the tile count: the FP8 out_proj and MLP against torch.compile (20 rounds), the BF16
+          # pre-attention at P = 1 (20 rounds) and the FP8 pre-attention against compile and
+          # bare _scaled_mm. (s21-a, the out_proj's no-allocate row loads, ran at d72a3a9's
+          # successor 55856cb: 3-5% slower, removed.)
+    smi_start
+    run 330 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp \
+      --m 4824 9648 19296 38592 --reps 20 --json "$OUT/bench_ops.json"
+    run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 1 --reps 20 \
+      --json "$OUT/bench_pre_attention.json"
+    run 110 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention \
+      --json "$OUT/bench_ops_pre.json"
+    smi_stop
     ;;
   s20-e)  # session 20's last call: the BF16 pre-attention with its second row's RoPE operands
           # loaded during the first row's math (ee19a9e): its tests and its benchmark

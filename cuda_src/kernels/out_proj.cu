@@ -22,8 +22,7 @@
 // so act_q may be read stale): H3_FUSED_NOSPARE (the consumers quantize every row first),
 // H3_FUSED_NOPOLL / H3_FUSED_NOPFENCE (no per-tile counter poll / no proxy fence after it),
 // H3_FUSED_NOFENCE (no per-row proxy fence), H3_FUSED_EVICT (the codes pass's loads
-// evict-first), H3_FUSED_PREGS=N (the producer warpgroup's register budget), H3_FUSED_NOALLOC
-// (the row loads not allocated in L1; see each_chunk).
+// evict-first), H3_FUSED_PREGS=N (the producer warpgroup's register budget).
 __device__ unsigned long long h3_probe[8];
 #define H3_PROBE_NOW(t) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t))
 #define H3_PROBE_ADD(i, v) atomicAdd(&h3_probe[i], static_cast<unsigned long long>(v))
@@ -360,22 +359,10 @@ struct ProQuantRowsFp8 {
   // f(v, i) for this lane's 16-byte chunks i = 0..n-1 of a row (chunk i at src_row + 256 i),
   // kB loads in flight: whole batches run unpredicated, the remainder one load at a time (the
   // producer warps' 40 registers have no room for a predicate and an address per load).
-  // H3_FUSED_NOALLOC (prepared in session 20, off, not yet run): every row load bypasses L1
-  // allocation (ld.global.nc.L1::no_allocate). Nsight Compute (s20-b, M = 4824) put the L1 hit
-  // rate at 7% in the single-launch kernel against 59% in the same GEMM on quantized input: the
-  // rows, streamed once or twice, evict the epilogue's reused gate rows from L1.
-  H3_DEVICE static uint4 load_row_chunk(const bf16_t* p) {
-#ifdef H3_FUSED_NOALLOC
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-#else
-    return ld16(p);
-#endif
-  }
-
+  // NOTE: the row loads allocate in L1. Session 21 timed them not allocated
+  // (ld.global.nc.L1::no_allocate, for the L1 hit rate Nsight Compute found at 7% against 59% on
+  // quantized input): 3% / 5% slower at M = 4824 / 9648, the spare warps ~30% slower per row (the
+  // codes pass re-reads part of the row from L1).
   template <int kB, bool kEvict, class F>
   H3_DEVICE static void each_chunk(const bf16_t* src_row, int n, const F& f) {
     int i = 0;
@@ -387,13 +374,13 @@ struct ProQuantRowsFp8 {
 #ifdef H3_FUSED_EVICT
       for (int u = 0; u < kB; ++u) v[u] = kEvict ? ld16_stream(p + 256 * u) : ld16(p + 256 * u);
 #else
-      for (int u = 0; u < kB; ++u) v[u] = load_row_chunk(p + 256 * u);
+      for (int u = 0; u < kB; ++u) v[u] = ld16(p + 256 * u);
 #endif
 #pragma unroll
       for (int u = 0; u < kB; ++u) f(v[u], i + u);
     }
 #pragma unroll 1
-    for (; i < n; ++i) f(load_row_chunk(src_row + 256 * i), i);
+    for (; i < n; ++i) f(ld16(src_row + 256 * i), i);
   }
 
   // Row r by the calling warp, kU (amax pass) / kV (codes pass) loads per lane in flight; K is a
