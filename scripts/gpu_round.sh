@@ -75,8 +75,8 @@ case "$MODE" in
   s21-c)  # session 21's last call: the figures on the engine with the tile index formed from
           # the tile count: the FP8 out_proj and MLP against torch.compile (20 rounds), the BF16
           # pre-attention at P = 1 (20 rounds) and the FP8 pre-attention against compile and
-          # bare _scaled_mm. (s21-a, the out_proj's no-allocate row loads, ran at d72a3a9's
-          # successor 55856cb: 3-5% slower, removed.)
+          # bare _scaled_mm. (s21-a, the out_proj's no-allocate row loads, ran at 55856cb:
+          # 3-5% slower, removed.)
     smi_start
     run 330 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp \
       --m 4824 9648 19296 38592 --reps 20 --json "$OUT/bench_ops.json"
