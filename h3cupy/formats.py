@@ -269,6 +269,10 @@ def nvfp4_quantize(a: np.ndarray, g: np.ndarray | float) -> tuple[np.ndarray, np
         os    = g / float(sf)  if sf != 0 else 0      (IEEE fp32 division)
         code  = e2m1(fp32(v * os))
 
+    A block holding a NaN (or any block when ``g`` is NaN) has a NaN amax, so its scale is the
+    NaN code 0x7F and every value of the block dequantizes to NaN. That block's codes are not
+    part of the contract (here 0 or 8; the device's may differ): only its scale is compared.
+
     Args:
         a: ``[..., K]`` bf16 values (``ml_dtypes.bfloat16`` or float32 holding bf16 values),
             K a multiple of 16.

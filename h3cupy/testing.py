@@ -595,3 +595,23 @@ def assert_fp8_nan_rows(got_q, got_s, rows_in, nan_rows) -> None:
     keep = np.setdiff1d(np.arange(len(got_s)), nan_rows)
     assert np.array_equal(got_q[keep], want_q[keep])
     assert np.array_equal(got_s[keep].view(np.uint32), want_s[keep].view(np.uint32))
+
+
+def assert_nvfp4_nan_blocks(got_q, got_sf, rows_in, g) -> None:
+    """NVFP4 of ``rows_in`` (bf16 ``[M, K]``, some elements NaN) under the finite global scale
+    ``g`` as formats.nvfp4_quantize gives it: every 16-value block holding a NaN gets the NaN
+    scale code 0x7F (np.max keeping the NaN), so that the block dequantizes to NaN, and its codes
+    are not compared (formats.py's docstring); every other block's codes and scale are
+    bit-exact. At least one block must hold a NaN. ``got_q`` / ``got_sf``: the device's packed
+    codes ``[M, K/2]`` and linear ue4m3 scales ``[M, K/16]``, downloaded."""
+    want_q, want_sf = formats.nvfp4_quantize(rows_in, g)
+    m, k = rows_in.shape
+    nan_blocks = np.isnan(rows_in.astype(np.float32)).reshape(m, k // 16, 16).any(axis=2)
+    assert nan_blocks.any(), "no block holds a NaN"
+    assert np.all(want_sf[nan_blocks] == 0x7F)  # the reference's reading of a NaN block
+    assert np.all(got_sf[nan_blocks] == 0x7F), got_sf[nan_blocks]
+    assert np.array_equal(got_sf[~nan_blocks], want_sf[~nan_blocks])
+    keep = np.repeat(~nan_blocks, 8, axis=1)  # 8 packed bytes per block
+    assert np.array_equal(got_q[keep], want_q[keep])
+    got_v = formats.nvfp4_dequantize(got_q, got_sf, g)
+    assert np.isnan(got_v.reshape(m, k // 16, 16)[nan_blocks]).all()

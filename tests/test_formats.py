@@ -457,3 +457,33 @@ def test_assert_fp8_nan_rows_checks_what_it_says(rng):
     other[4, 3] ^= 1
     with pytest.raises(AssertionError):
         assert_fp8_nan_rows(other, s, a, [2])
+
+
+def test_assert_nvfp4_nan_blocks_checks_what_it_says(rng):
+    """testing.assert_nvfp4_nan_blocks (the GPU tests' NaN-block check) passes the reference's own
+    output for blocks holding a NaN (their codes changed too: not compared), and fails when a NaN
+    block got a finite scale (the fmaxf reading), or another block a different code or scale."""
+    from h3cupy.testing import assert_nvfp4_nan_blocks
+
+    a = (rng.standard_normal((4, 256)) * 0.5).astype(F.BF16)
+    a.view(np.uint16)[1, 37] = 0xFFC1  # -NaN, block (1, 2)
+    a.view(np.uint16)[3, 255] = 0x7FC0  # +NaN, block (3, 15)
+    g = F.nvfp4_global_scale_from_amax(2.0)
+    q, sf = F.nvfp4_quantize(a, g)
+    assert sf[1, 2] == 0x7F and sf[3, 15] == 0x7F
+    assert np.isnan(F.nvfp4_dequantize(q, sf, g)[1, 32:48]).all()
+    other_codes = q.copy()
+    other_codes[1, 16:24] ^= 0x77  # the NaN block's codes: unspecified
+    assert_nvfp4_nan_blocks(other_codes, sf.copy(), a, g)
+    finite = sf.copy()
+    finite[1, 2] = 0x38
+    with pytest.raises(AssertionError):
+        assert_nvfp4_nan_blocks(q, finite, a, g)
+    bad_code = q.copy()
+    bad_code[0, 5] ^= 1
+    with pytest.raises(AssertionError):
+        assert_nvfp4_nan_blocks(bad_code, sf, a, g)
+    bad_sf = sf.copy()
+    bad_sf[2, 4] ^= 1
+    with pytest.raises(AssertionError):
+        assert_nvfp4_nan_blocks(q, bad_sf, a, g)

@@ -302,6 +302,65 @@ def test_fp8_out_proj_graph(form, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.parametrize("backend", ("mma", "wgmma"))
+def test_nvfp4_out_proj_nan_rows(backend, rng, monkeypatch):
+    """attn_out rows holding a NaN through the NVFP4 op: the blocks holding one get the NaN scale
+    code 0x7F in act_sf (formats.nvfp4_quantize), so the row's projection is NaN and its out row
+    NaN where its gate index is valid, residual exactly where not; every other row is
+    bit-identical to the same call on the input without the NaNs (the GEMM is row-independent).
+    Before the block amax kept NaNs, a NaN became a finite code (6 x the block scale)."""
+    import cupy
+
+    from h3cupy import formats, weights
+    from h3cupy.ops import out_proj
+    from h3cupy.ops.out_proj import minimax_h3_nvfp4_out_proj
+    from h3cupy.reference import inputs as ref_inputs
+    from h3cupy.testing import assert_nvfp4_nan_blocks, download, upload
+
+    _need_sm90()
+    monkeypatch.setattr(out_proj, "BACKEND", backend)
+    m = 385
+    host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
+    wq, wsf, wg = weights.quantize_minimax_h3_o_weight_nvfp4(upload(host["o_weight"]))
+    clean = host["attn_out"]
+    g = formats.nvfp4_global_scale_from_amax(np.max(np.abs(clean.astype(np.float32))))
+    idx = host["gate_index"]
+    ok = (idx >= 0) & (idx < 9)
+    rows = [int(np.flatnonzero(ok)[2]), int(np.flatnonzero(ok)[-1])]
+    rows += [int(r) for r in np.flatnonzero(~ok)[:1]]  # a guard row, if the index has one
+    a = clean.copy()
+    for i, r in enumerate(rows):
+        a.view(np.uint16)[r, 123 + 2000 * i] = 0xFFC1 if i % 2 else 0x7FC0
+
+    def call(x):
+        act_q = cupy.full((m, 3584), 0x11, np.uint8)
+        act_sf = cupy.full((m, 448), 0x22, np.uint8)
+        out = minimax_h3_nvfp4_out_proj(
+            upload(x),
+            wq,
+            wsf,
+            wg,
+            cupy.asarray(np.array([g], np.float32)),
+            upload(host["gate"]),
+            upload(host["gate_index"]),
+            upload(host["residual"]),
+            act_q=act_q,
+            act_sf=act_sf,
+        )
+        return download(out), download(act_q), download(act_sf)
+
+    want, _, _ = call(clean)
+    got, got_q, got_sf = call(a)
+    assert_nvfp4_nan_blocks(got_q, got_sf, a, g)
+    for r in rows:
+        if ok[r]:
+            assert np.isnan(got[r].astype(np.float32)).all(), r
+        else:
+            assert np.array_equal(got[r].view(np.uint16), host["residual"][r].view(np.uint16))
+    keep = np.setdiff1d(np.arange(m), rows)
+    assert np.array_equal(got[keep].view(np.uint16), want[keep].view(np.uint16))
+
+
 # NOTE: 385 and 4824 run the n224 tiles (gemm.bf16_tile_n), 4097 the n256 ones.
 @pytest.mark.parametrize("m", (1, 129, 385, 4097, 4824))
 def test_nvfp4_out_proj_hopper_path(m, rng, monkeypatch):

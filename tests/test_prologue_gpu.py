@@ -163,3 +163,49 @@ def test_prologue_fp8_nan_rows(rng):
     want_rows = np.union1d([x_row], np.flatnonzero(idx == shift_row))
     assert np.array_equal(nan_rows, want_rows), (nan_rows, want_rows)
     assert_fp8_nan_rows(got_q, got_s, a, nan_rows)
+
+
+def test_prologue_nvfp4_nan_blocks(rng):
+    """The NVFP4 output of tokens whose activation holds a NaN: every 16-value block holding one
+    gets the NaN scale code 0x7F (formats.nvfp4_quantize; np.max keeps the NaN) and dequantizes
+    to NaN, every other block bit-exact to formats.py applied to the kernel's own bf16
+    activation, under a finite device global scale. A NaN in x (every block of its token) and
+    in one column of an AdaLN shift row (one block of every token using that row). Outputs
+    prefilled with non-NaN bytes."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops.prologue import norm_adaln
+    from h3cupy.reference import inputs
+    from h3cupy.testing import assert_nvfp4_nan_blocks, download, upload
+
+    m = 1000
+    h = inputs.prologue_inputs(m, rows=9, k=5376, index_dtype=np.int64, rng=rng)
+    idx = h["adaln_index"]
+    valid = np.flatnonzero((idx >= 0) & (idx < 9))  # an invalid index gives a zero row
+    x_row, shift_row = int(valid[3]), int(idx[valid[len(valid) // 2]])
+    h["x"].view(np.uint16)[x_row, 17] = 0xFFC1  # -NaN
+    h["adaln_shift"].view(np.uint16)[shift_row, 40] = 0x7FC0  # +NaN
+    d = {k: upload(v) for k, v in h.items()}
+    g = np.float32(2688.0 / 6.0)  # a finite global scale (an amax of 6)
+    q = cupy.full((m, 5376 // 2), 0x11, np.uint8)
+    sf = cupy.full((m, 5376 // 16), 0x22, np.uint8)
+    out = norm_adaln(
+        d["x"],
+        d["x_norm_weight"],
+        d["adaln_scale"],
+        d["adaln_shift"],
+        d["adaln_index"],
+        out_format="nvfp4",
+        act_global_scale=cupy.asarray(np.array([g], np.float32)),
+        q=q,
+        scale=sf,
+        write_bf16=True,
+    )
+    a = download(out.a)
+    nan_rows = np.flatnonzero(np.isnan(a.astype(np.float32)).any(axis=1))
+    want_rows = np.union1d([x_row], np.flatnonzero(idx == shift_row))
+    assert np.array_equal(nan_rows, want_rows), (nan_rows, want_rows)
+    assert np.isnan(a[x_row].astype(np.float32)).all()
+    assert_nvfp4_nan_blocks(download(q), download(sf), a, g)
+    assert formats.nvfp4_quantize(a, g)[1][x_row].tolist() == [0x7F] * 336

@@ -43,3 +43,20 @@ def test_weight_helpers_nan(rng):
     assert np.isnan(download(g)).all(), download(g)
     g2 = weights.nvfp4_global_scale_from_amax(cupy.asarray(np.array([np.nan], np.float32)))
     assert np.isnan(download(g2)).all()
+
+
+def test_fp4_quantize_nan_blocks(rng):
+    """NVFP4 of an activation holding NaNs (both signs) under a finite global scale: each block
+    holding a NaN gets the NaN scale code 0x7F, as formats.nvfp4_quantize gives (np.max keeps the
+    NaN; the fmaxf reading gave the block a finite scale and its NaN a finite code), and
+    dequantizes to NaN; every other block is bit-exact."""
+    from h3cupy import formats, weights
+    from h3cupy.testing import assert_nvfp4_nan_blocks, download, upload
+
+    a = (rng.standard_normal((300, 7168)) * 0.5).astype(formats.BF16)
+    g = formats.nvfp4_global_scale_from_amax(np.max(np.abs(a.astype(np.float32))))
+    a.view(np.uint16)[3, 17] = 0xFFC1  # -NaN
+    a.view(np.uint16)[3, 18] = 0x7FC0  # +NaN, same block
+    a.view(np.uint16)[299, 7167] = 0x7FC0  # +NaN, the last block
+    q, sf = weights.fp4_quantize(upload(a), float(g), is_sf_swizzled_layout=False)
+    assert_nvfp4_nan_blocks(download(q), download(sf), a, g)

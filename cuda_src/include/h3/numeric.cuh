@@ -92,10 +92,14 @@ H3_DEVICE u8 e4m3(float f) { return static_cast<u8>(e4m3x2(f, 0.f) & 0xff); }
 // ue4m3 scale byte: e4m3 of a non-negative value with the sign bit cleared.
 H3_DEVICE u8 ue4m3(float f) { return static_cast<u8>(e4m3(f) & 0x7f); }
 
+// float8_e4m3fn -> fp32; 0x7f / 0xff are NaN (as ml_dtypes decodes them): a ue4m3 block scale of
+// a block holding a NaN is 0x7f, and it must decode to NaN, not to 480, for the NaN to reach the
+// block's values.
 H3_DEVICE float e4m3_to_f32(u8 c) {
   const u32 e = (c >> 3) & 0xf, m = c & 7;
   // NOTE: subnormals are m * 2^-9; normals are built from the bits (bias 7 -> fp32 bias 127).
   const float mag = e ? __uint_as_float(((e + 120u) << 23) | (m << 20)) : static_cast<float>(m) * 0.001953125f;
+  if ((c & 0x7f) == 0x7f) return __uint_as_float(0x7fffffffu);
   return (c & 0x80) ? -mag : mag;
 }
 

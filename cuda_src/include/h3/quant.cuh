@@ -93,6 +93,8 @@ H3_DEVICE uint2 fp8_codes_x8_bf16(uint4 v, float s, float rcp) {
 
 // NVFP4 block scale from the block amax and the global scale g:
 //   sf = ue4m3((bamax * fp32(1/6)) * g),  os = sf != 0 ? g / float(sf) : 0  (IEEE division).
+// A block holding a NaN has a NaN amax (fmax_nan, as np.max in formats.py), so sf is 0x7f (NaN)
+// and every value of the block decodes to NaN; its codes are then unspecified.
 struct Nvfp4Scale {
   u8 sf;
   float os;
@@ -122,7 +124,7 @@ struct Nvfp4Block {
 H3_DEVICE Nvfp4Block nvfp4_block(const float (&v)[16], float g) {
   float bamax = 0.f;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) bamax = fmaxf(bamax, fabsf(v[i]));
+  for (int i = 0; i < 16; ++i) bamax = fmax_nan(bamax, fabsf(v[i]));
   const Nvfp4Scale sc = nvfp4_scale(bamax, g);
   Nvfp4Block b;
   b.sf = sc.sf;
@@ -136,7 +138,7 @@ H3_DEVICE Nvfp4Block nvfp4_block(const float (&v)[16], float g) {
 H3_DEVICE Nvfp4Block nvfp4_block_tab(const float (&v)[16], float g, const float* os_tab) {
   float bamax = 0.f;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) bamax = fmaxf(bamax, fabsf(v[i]));
+  for (int i = 0; i < 16; ++i) bamax = fmax_nan(bamax, fabsf(v[i]));
   Nvfp4Block b;
   b.sf = ue4m3((bamax * kRcp6) * g);
   const float os = os_tab[b.sf];
