@@ -88,18 +88,19 @@ case "$MODE" in
       "$P::test_nvfp4_pre_attention_hopper_path[4097-nvfp4]" "$P::test_nvfp4_dequantize_bf16" \
       "$P::test_nvfp4_pre_attention_graph[nvfp4-mma]" "$P::test_nvfp4_pre_attention_graph[nvfp4-wgmma]"
     ;;
-  s21-c)  # session 21's last call: the figures on the engine with the tile index formed from
-          # the tile count: the FP8 out_proj and MLP against torch.compile (20 rounds), the BF16
-          # pre-attention at P = 1 (20 rounds) and the FP8 pre-attention against compile and
-          # bare _scaled_mm. (s21-a, the out_proj's no-allocate row loads, ran at 55856cb:
-          # 3-5% slower, removed.)
+  s21-c)  # session 21's last call: the NVFP4 NaN tests s21-d's time limit cut (the prologue's
+          # and the NVFP4 GEMM's), then the figures on the engine with the tile index formed from
+          # the tile count: the FP8 out_proj and MLP against torch.compile (16 rounds) and the
+          # BF16 pre-attention at P = 1 (20 rounds). (s21-a, the out_proj's no-allocate row
+          # loads, ran at 55856cb: 3-5% slower, removed.)
+    run 90 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py::test_gemm_nvfp4 \
+      tests/test_prologue_gpu.py::test_prologue_nvfp4_nan_blocks \
+      tests/test_prologue_gpu.py::test_prologue_fp8_nan_rows
     smi_start
-    run 330 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp \
-      --m 4824 9648 19296 38592 --reps 20 --json "$OUT/bench_ops.json"
+    run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp \
+      --m 4824 9648 19296 38592 --reps 16 --json "$OUT/bench_ops.json"
     run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 1 --reps 20 \
       --json "$OUT/bench_pre_attention.json"
-    run 110 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention \
-      --json "$OUT/bench_ops_pre.json"
     smi_stop
     ;;
   s20-e)  # session 20's last call: the BF16 pre-attention with its second row's RoPE operands
