@@ -4,8 +4,9 @@ Builds kernels/out_proj.cu with -DH3_FUSED_PROBE (globaltimer counters in the fu
 hooks, see the top of that file) and, per ``--variant NAME=DEFINE[,DEFINE]``, with further
 diagnostic switches (H3_FUSED_EVICT, H3_FUSED_NOFENCE, H3_FUSED_NOSPARE: see out_proj.cu). For each
 M it times, in CUDA graphs in one run, the op's two-launch form, that form without its
-quantization launch, and the single-launch form on each build; then one eager launch per build
-reads the counters: the TMA producers' waits on the row counters, the spare warps' busy time and
+quantization launch, and the single-launch form and that GEMM kernel on quantized input on each
+build; then one eager launch per build checks its bytes against the default's (``same_<name>``)
+and reads the counters: the TMA producers' waits on the row counters, the spare warps' busy time and
 rows, the consumer warps' first-round quantization time. Variants that drop a fence are for
 timing only (their act_q may be read stale).
 
@@ -103,12 +104,17 @@ def main() -> None:
         }
         for b in builds:
             fns[f"fused_{b}"] = with_build(b, True, op)
+            fns[f"no_quant_{b}"] = with_build(b, False, without_quant_launch(op))
         t = bench_graphs(fns, reps=args.reps)
         row = {"M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
+        with_build(None, True, op)(0)
+        want = out.clone()
         for b, (_, counters) in builds.items():
             counters.fill(0)
+            out.fill_(float("nan"))
             with_build(b, True, op)(0)
             torch.cuda.synchronize()
+            row[f"same_{b}"] = bool(torch.equal(out.view(torch.int16), want.view(torch.int16)))
             c = counters.get().astype(np.float64)
             row[f"counters_{b}"] = {
                 "wait_us_per_cta": c[0] / 1e3 / 132,
