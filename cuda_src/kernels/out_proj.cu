@@ -22,8 +22,7 @@
 // so act_q may be read stale): H3_FUSED_NOSPARE (the consumers quantize every row first),
 // H3_FUSED_NOPOLL / H3_FUSED_NOPFENCE (no per-tile counter poll / no proxy fence after it),
 // H3_FUSED_NOFENCE (no per-row proxy fence), H3_FUSED_EVICT (the codes pass's loads
-// evict-first), H3_FUSED_PREGS=N (the producer warpgroup's register budget); H3_FUSED_TWO_PASS
-// (the consumers' first-round rows in two passes, as before session 21; a default-build switch).
+// evict-first), H3_FUSED_PREGS=N (the producer warpgroup's register budget).
 __device__ unsigned long long h3_probe[8];
 #define H3_PROBE_NOW(t) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t))
 #define H3_PROBE_ADD(i, v) atomicAdd(&h3_probe[i], static_cast<unsigned long long>(v))
@@ -406,31 +405,6 @@ struct ProQuantRowsFp8 {
     publish(r, sc);
   }
 
-  // Row r by the calling warp with the whole row in registers (kN 16-byte loads per lane, K =
-  // 256 kN): one round trip to memory instead of the two passes' four batches. For the consumer
-  // warps' first round only, which is latency-bound: each of the grid's ~1056 consumer warps
-  // takes one or two rows, and a row in two passes took ~9-12 us (probe_fused.py, session 21;
-  // grouping the tile order by 3 M-tile pairs cut the first round's rows from 2048 to 768 and
-  // that time only to ~9 us). The consumers' fragments are not live yet, so 4 kN registers fit.
-  template <int kN>
-  H3_DEVICE void row_held(int r) const {
-    const int lane = threadIdx.x % 32;
-    const bf16_t* src_row = src + static_cast<i64>(r) * K + 8 * lane;
-    uint4 v[kN];
-#pragma unroll
-    for (int i = 0; i < kN; ++i) v[i] = ld16(src_row + 256 * i);
-    u32 m2 = 0;
-#pragma unroll
-    for (int i = 0; i < kN; ++i) m2 = bf16x8_absmax_u16x2(m2, v[i]);
-    const u32 mb = warp_max_u32(max(m2 & 0xffffu, m2 >> 16));
-    const float sc = fp8_scale_from_amax(__uint_as_float(mb << 16)), rcp = __frcp_rn(sc);
-    u8* qrow = act_q + static_cast<i64>(r) * K + 8 * lane;
-#pragma unroll
-    for (int i = 0; i < kN; ++i)
-      *reinterpret_cast<uint2*>(qrow + 256 * i) = fp8_codes_x8_bf16(v[i], sc, rcp);
-    publish(r, sc);
-  }
-
   // Row r's scale, then its counter (after every lane's codes are visible to the async proxy).
   H3_DEVICE void publish(int r, float sc) const {
     const int lane = threadIdx.x % 32;
@@ -450,9 +424,6 @@ struct ProQuantRowsFp8 {
   // consumers, NOTES.md session 7): 7 / 2, both dividing 7168 / 256 and 14336 / 256; 14 / 7
   // (measured) made the CI toolchain's ptxas keep the consumers' tile index in local memory.
   static constexpr int kSpareU = 7, kSpareV = 2, kConsU = 14, kConsV = 14;
-  // The consumers' first-round rows held whole when K = 7168 (the out_proj's attn_out: 112
-  // registers of row); FC2's y rows (K = 14336) take the two passes.
-  static constexpr int kHeldChunks = 28;
 
 #ifdef H3_FUSED_PREGS
   static constexpr int kProducerRegs = H3_FUSED_PREGS;
@@ -484,14 +455,11 @@ struct ProQuantRowsFp8 {
 #ifdef H3_FUSED_NOSPARE
     r0 = M;
 #endif
-#ifndef H3_FUSED_TWO_PASS  // (diagnostic: the two-pass rows of session 20 for the first round)
-    if (K == 256 * kHeldChunks) {
-      for (int r = worker; r < r0; r += workers) row_held<kHeldChunks>(r);
-    } else
-#endif
-    {
-      for (int r = worker; r < r0; r += workers) row<kConsU, kConsV>(r);
-    }
+    // NOTE: session 21 timed these rows held whole in registers (one round trip instead of the two
+    // passes' four batches, at K = 7168): the first round 9.8 against 10.8 us and the wait per
+    // CTA 6.0 against 8.3 us, but the kernel level (0.3131 / 0.3137 ms at M = 4824); nor did
+    // grouping the tile order by 3 M-tile pairs (768 first-round rows instead of 2048) help.
+    for (int r = worker; r < r0; r += workers) row<kConsU, kConsV>(r);
     H3_PROBE_NOW(t1);
     if (threadIdx.x % 32 == 0) H3_PROBE_MAX(7, t1 - t0);  // [7]: the consumers' longest
   }
