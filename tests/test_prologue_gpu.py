@@ -123,89 +123,70 @@ def test_prologue_deterministic(rng):
             assert bool((a.view(cupy.uint8) == b.view(cupy.uint8)).all())
 
 
-def test_prologue_fp8_nan_rows(rng):
-    """A token whose activation holds a NaN quantizes as formats.py's per-token FP8 does (np.max
-    keeps the NaN): scale NaN, every code a NaN code (0x7f / 0xff). Two ways in: a NaN in x
-    (the whole row's RMSNorm is NaN) and a NaN in one column of an AdaLN shift row (one element
-    of every token using that row). Every other token bit-exact to formats.py applied to the
-    kernel's own bf16 activation. Outputs prefilled with non-NaN values, so that an unwritten
-    NaN row cannot pass."""
-    import cupy
-
+def _prologue_nan_rows(rng, **kw):
+    """The prologue at M = 1000 on inputs with a NaN in x (one token: its RMSNorm row is NaN) and
+    a NaN in one column of an AdaLN shift row (one element of every token using that row), run
+    with ``write_bf16`` and the output keywords ``kw``. Checks that exactly those tokens' bf16
+    activation holds a NaN and returns (activation, the x token's index)."""
     from h3cupy.ops.prologue import norm_adaln
     from h3cupy.reference import inputs
-    from h3cupy.testing import assert_fp8_nan_rows, download, upload
+    from h3cupy.testing import download, upload
 
-    m = 1000
-    h = inputs.prologue_inputs(m, rows=9, k=5376, index_dtype=np.int64, rng=rng)
+    h = inputs.prologue_inputs(1000, rows=9, k=5376, index_dtype=np.int64, rng=rng)
     idx = h["adaln_index"]
     valid = np.flatnonzero((idx >= 0) & (idx < 9))  # an invalid index gives a zero row
     x_row, shift_row = int(valid[3]), int(idx[valid[len(valid) // 2]])
     h["x"].view(np.uint16)[x_row, 17] = 0xFFC1  # -NaN
     h["adaln_shift"].view(np.uint16)[shift_row, 40] = 0x7FC0  # +NaN
     d = {k: upload(v) for k, v in h.items()}
-    q = cupy.full((m, 5376), 0x11, np.uint8)
-    sc = cupy.full((m,), -1.0, np.float32)
-    out = norm_adaln(
-        d["x"],
-        d["x_norm_weight"],
-        d["adaln_scale"],
-        d["adaln_shift"],
-        d["adaln_index"],
-        out_format="fp8",
-        q=q,
-        scale=sc,
-        write_bf16=True,
-    )
+    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index")
+    out = norm_adaln(*(d[k] for k in keys), write_bf16=True, **kw)
     a = download(out.a)
-    got_q, got_s = download(q), download(sc)
     nan_rows = np.flatnonzero(np.isnan(a.astype(np.float32)).any(axis=1))
     want_rows = np.union1d([x_row], np.flatnonzero(idx == shift_row))
     assert np.array_equal(nan_rows, want_rows), (nan_rows, want_rows)
-    assert_fp8_nan_rows(got_q, got_s, a, nan_rows)
+    return a, x_row
+
+
+def test_prologue_fp8_nan_rows(rng):
+    """A token whose activation holds a NaN quantizes as formats.py's per-token FP8 does (np.max
+    keeps the NaN): scale NaN, every code a NaN code (0x7f / 0xff). Two ways in
+    (_prologue_nan_rows): a NaN in x and a NaN in an AdaLN shift row. Every other token
+    bit-exact to formats.py applied to the kernel's own bf16 activation. Outputs prefilled with
+    non-NaN values, so that an unwritten NaN row cannot pass."""
+    import cupy
+
+    from h3cupy.testing import assert_fp8_nan_rows, download
+
+    q = cupy.full((1000, 5376), 0x11, np.uint8)
+    sc = cupy.full((1000,), -1.0, np.float32)
+    a, _ = _prologue_nan_rows(rng, out_format="fp8", q=q, scale=sc)
+    nan_rows = np.flatnonzero(np.isnan(a.astype(np.float32)).any(axis=1))
+    assert_fp8_nan_rows(download(q), download(sc), a, nan_rows)
 
 
 def test_prologue_nvfp4_nan_blocks(rng):
     """The NVFP4 output of tokens whose activation holds a NaN: every 16-value block holding one
     gets the NaN scale code 0x7F (formats.nvfp4_quantize; np.max keeps the NaN) and dequantizes
     to NaN, every other block bit-exact to formats.py applied to the kernel's own bf16
-    activation, under a finite device global scale. A NaN in x (every block of its token) and
-    in one column of an AdaLN shift row (one block of every token using that row). Outputs
-    prefilled with non-NaN bytes."""
+    activation, under a finite device global scale. The NaNs as in _prologue_nan_rows: every
+    block of the x token, one block of every token using the shift row. Outputs prefilled with
+    non-NaN bytes."""
     import cupy
 
     from h3cupy import formats
-    from h3cupy.ops.prologue import norm_adaln
-    from h3cupy.reference import inputs
-    from h3cupy.testing import assert_nvfp4_nan_blocks, download, upload
+    from h3cupy.testing import assert_nvfp4_nan_blocks, download
 
-    m = 1000
-    h = inputs.prologue_inputs(m, rows=9, k=5376, index_dtype=np.int64, rng=rng)
-    idx = h["adaln_index"]
-    valid = np.flatnonzero((idx >= 0) & (idx < 9))  # an invalid index gives a zero row
-    x_row, shift_row = int(valid[3]), int(idx[valid[len(valid) // 2]])
-    h["x"].view(np.uint16)[x_row, 17] = 0xFFC1  # -NaN
-    h["adaln_shift"].view(np.uint16)[shift_row, 40] = 0x7FC0  # +NaN
-    d = {k: upload(v) for k, v in h.items()}
     g = np.float32(2688.0 / 6.0)  # a finite global scale (an amax of 6)
-    q = cupy.full((m, 5376 // 2), 0x11, np.uint8)
-    sf = cupy.full((m, 5376 // 16), 0x22, np.uint8)
-    out = norm_adaln(
-        d["x"],
-        d["x_norm_weight"],
-        d["adaln_scale"],
-        d["adaln_shift"],
-        d["adaln_index"],
+    q = cupy.full((1000, 5376 // 2), 0x11, np.uint8)
+    sf = cupy.full((1000, 5376 // 16), 0x22, np.uint8)
+    a, x_row = _prologue_nan_rows(
+        rng,
         out_format="nvfp4",
         act_global_scale=cupy.asarray(np.array([g], np.float32)),
         q=q,
         scale=sf,
-        write_bf16=True,
     )
-    a = download(out.a)
-    nan_rows = np.flatnonzero(np.isnan(a.astype(np.float32)).any(axis=1))
-    want_rows = np.union1d([x_row], np.flatnonzero(idx == shift_row))
-    assert np.array_equal(nan_rows, want_rows), (nan_rows, want_rows)
     assert np.isnan(a[x_row].astype(np.float32)).all()
     assert_nvfp4_nan_blocks(download(q), download(sf), a, g)
     assert formats.nvfp4_quantize(a, g)[1][x_row].tolist() == [0x7F] * 336
