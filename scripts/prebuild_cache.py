@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import h3cupy  # noqa: F401  (registers every ModuleSpec)
+import h3cupy.ops.codec  # noqa: F401
 import h3cupy.ops.gemm  # noqa: F401
 import h3cupy.ops.mlp  # noqa: F401
 import h3cupy.ops.out_proj  # noqa: F401

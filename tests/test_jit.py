@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import h3cupy  # noqa: F401  (registers every ModuleSpec)
+import h3cupy.ops.codec  # noqa: F401
 import h3cupy.ops.gemm  # noqa: F401  (also registers the GEMM modules)
 import h3cupy.ops.mlp  # noqa: F401
 import h3cupy.ops.out_proj  # noqa: F401
