@@ -156,10 +156,7 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, H3_PROLOGUE_MIN_C
       st16(ar + 8, o[1]);
     }
     if constexpr (kOut == kOutFp8) {
-      float amax = 0.f;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) amax = fmax_nan(amax, fabsf(a[i]));
-      amax = block_max<Shape::kWarps>(amax, red);
+      const float amax = block_max<Shape::kWarps>(absmax_nan(0.f, a), red);
       const float s = fp8_scale_from_amax(amax);
       const float rcp = __frcp_rn(s);
       if (active) {

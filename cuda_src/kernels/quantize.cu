@@ -24,8 +24,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_smxx(
   for (int k = 8 * threadIdx.x; k < K; k += 8 * kQuantThreads) {
     float f[8];
     unpack_bf16x8(ld16(row + k), f);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmax_nan(amax, fabsf(f[i]));
+    amax = absmax_nan(amax, f);
   }
   amax = block_max<kQuantThreads / 32>(amax, red);
   const float s = fp8_scale_from_amax(amax);
@@ -51,8 +50,7 @@ __global__ void __launch_bounds__(kQuantThreads) absmax_bf16_smxx(const bf16_t* 
        i += 8 * static_cast<i64>(gridDim.x) * kQuantThreads) {
     float f[8];
     unpack_bf16x8(ld16(x + i), f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmax_nan(amax, fabsf(f[j]));
+    amax = absmax_nan(amax, f);
   }
   amax = block_max<kQuantThreads / 32>(amax, red);
   if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(amax));

@@ -22,6 +22,15 @@ H3_DEVICE float fmax_nan(float a, float b) {
   return r;
 }
 
+// max(m, |v[0]|, ..., |v[N-1]|) in that order through fmax_nan: a NaN anywhere gives NaN. The
+// amax of every quantizer (per-row FP8, the NVFP4 blocks, the tensor amax).
+template <int N>
+H3_DEVICE float absmax_nan(float m, const float (&v)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) m = fmax_nan(m, fabsf(v[i]));
+  return m;
+}
+
 // round an fp32 to the nearest bf16 and return it as fp32
 H3_DEVICE float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 

@@ -122,10 +122,7 @@ struct Nvfp4Block {
 };
 
 H3_DEVICE Nvfp4Block nvfp4_block(const float (&v)[16], float g) {
-  float bamax = 0.f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) bamax = fmax_nan(bamax, fabsf(v[i]));
-  const Nvfp4Scale sc = nvfp4_scale(bamax, g);
+  const Nvfp4Scale sc = nvfp4_scale(absmax_nan(0.f, v), g);
   Nvfp4Block b;
   b.sf = sc.sf;
   b.codes = make_uint2(nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[0]), sc.os),
@@ -136,11 +133,8 @@ H3_DEVICE Nvfp4Block nvfp4_block(const float (&v)[16], float g) {
 // The same block with os = g / float(sf) looked up in `os_tab` (128 entries, os_tab[0] = 0),
 // built once per CTA by nvfp4_os_table: bit-identical, and no per-block IEEE division.
 H3_DEVICE Nvfp4Block nvfp4_block_tab(const float (&v)[16], float g, const float* os_tab) {
-  float bamax = 0.f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) bamax = fmax_nan(bamax, fabsf(v[i]));
   Nvfp4Block b;
-  b.sf = ue4m3((bamax * kRcp6) * g);
+  b.sf = ue4m3((absmax_nan(0.f, v) * kRcp6) * g);
   const float os = os_tab[b.sf];
   b.codes = make_uint2(nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[0]), os),
                        nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[8]), os));
