@@ -52,6 +52,15 @@ s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8
     --backend wgmma --reps 10 --json "$OUT/bench_gemm_fp8.json"
   smi_stop
 }
+engine_ops_tests() {  # sessions 20-21: after an engine change, its own tests (tail splits,
+                      # variants, 192-row tiles) and the FP8 out_proj's and MLP's
+  run 130 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k \
+    "test_gemm_wgmma_tail_split or (test_gemm_bf16 and wgmma) or (e4m3_scaled and wgmma) or \
+    (test_gemm_wgmma_variants and 2000x2560) or (test_gemm_wgmma_m192 and 2000x2560)"
+  run 110 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
+    tests/test_mlp_gpu.py -k "test_fp8_out_proj[4824-int32] or nan_rows[fused] or \
+    test_fp8_out_proj_tail_split or test_mlp_fp8[257] or test_mlp_fp8[4824]"
+}
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
   s21-b)  # session 21's first call: the engine with the consumers' tile index formed from the
@@ -59,12 +68,7 @@ case "$MODE" in
           # (no sm_90a kernel spills), now the default: the engine's, out_proj's, MLP's and both
           # pre-attentions' tests (tail splits included), then the A/B against the session-20
           # form (probe_engine.py --ab tiles: -DH3_T_CARRIED; above 1.0 favours the default)
-    run 130 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k \
-      "test_gemm_wgmma_tail_split or (test_gemm_bf16 and wgmma) or (e4m3_scaled and wgmma) or \
-      (test_gemm_wgmma_variants and 2000x2560) or (test_gemm_wgmma_m192 and 2000x2560)"
-    run 110 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
-      tests/test_mlp_gpu.py -k "test_fp8_out_proj[4824-int32] or nan_rows[fused] or \
-      test_fp8_out_proj_tail_split or test_mlp_fp8[257] or test_mlp_fp8[4824]"
+    engine_ops_tests
     run 120 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
       "test_bf16_pre_attention[1] or test_bf16_pre_attention[4097 or no_tail_split or \
       test_bf16_pre_attention_graph or (test_bf16_pre_attention_positions and 4097) or \
@@ -161,12 +165,7 @@ case "$MODE" in
           # consumers' loop state and wgmma descriptors live in uniform registers: the engine's,
           # out_proj's, MLP's and both pre-attentions' tests (tail splits included), then the
           # A/B against the engine before it (probe_engine.py --ab uniform)
-    run 130 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k \
-      "test_gemm_wgmma_tail_split or (test_gemm_bf16 and wgmma) or (e4m3_scaled and wgmma) or \
-      (test_gemm_wgmma_variants and 2000x2560) or (test_gemm_wgmma_m192 and 2000x2560)"
-    run 110 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
-      tests/test_mlp_gpu.py -k "test_fp8_out_proj[4824-int32] or nan_rows[fused] or \
-      test_fp8_out_proj_tail_split or test_mlp_fp8[257] or test_mlp_fp8[4824]"
+    engine_ops_tests
     run 110 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
       "test_bf16_pre_attention[4097 or test_bf16_pre_attention_no_tail_split or \
       test_fp8_pre_attention[4824 or (test_fp8_pre_attention_tile_m192 and 4824 and bf16)"
