@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -76,9 +76,28 @@ case "$MODE" in
     run 200 "$OUT/ab.log" python3 scripts/probe_engine.py --ab tiles --m 4824 38592 --reps 10 \
       --energy --json "$OUT/ab_tiles.json"
     ;;
-  s22-a)  # prepared in session 21, not yet run: the device's scalar codecs one element at a time
-          # against formats.py on special values (tests/test_codec_gpu.py, h3cupy.ops.codec)
+  s22-a)  # prepared in session 21: the device's scalar codecs one element at a time against
+          # formats.py on special values (tests/test_codec_gpu.py, h3cupy.ops.codec)
     run 60 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_codec_gpu.py
+    ;;
+  s22-b)  # session 22's first call: s22-a, then the single-launch out_proj / FC2 with the spare
+          # warps' rows staged in shared memory by a bulk copy (the new default): the out_proj's
+          # and MLP's tests that reach the spare rows (M > the first round's rows; the MLP's
+          # K = 14336 rows in two chunks), probe_fused.py and probe_engine.py --ab rows against
+          # the form before (-DH3_FUSED_LDG_ROWS), then synccheck of the ops' single-launch paths
+    run 60 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_codec_gpu.py
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_out_proj_gpu.py \
+      tests/test_mlp_gpu.py -k "test_fp8_out_proj[4824-int32] or test_fp8_out_proj[4097-int64] \
+      or nan_rows[fused] or test_fp8_out_proj_tail_split[4824-True-True] or \
+      test_fp8_out_proj_aliasing_residual[4824] or test_fp8_out_proj_graph[fused] or \
+      test_fp8_out_proj_other_cluster[4824-True] or test_mlp_fp8[4824] or test_mlp_fp8[4097] or \
+      test_mlp_fp8_graph[fused]"
+    run 70 "$OUT/probe.log" python3 scripts/probe_fused.py --m 4824 9648 \
+      --variant ldg=H3_FUSED_LDG_ROWS --json "$OUT/probe_fused.json"
+    run 170 "$OUT/ab.log" python3 scripts/probe_engine.py --ab rows --m 4824 9648 38592 --reps 10 \
+      --json "$OUT/ab_rows.json"
+    run 110 "$OUT/memcheck.log" compute-sanitizer --tool synccheck --report-api-errors no \
+      --error-exitcode 3 python3 scripts/memcheck_ops.py
     ;;
   s21-h)  # session 21: the consumer warps' first-round rows held whole in registers (one round
           # trip instead of two passes; K = 7168 only): the single-launch out_proj's and the MLP's

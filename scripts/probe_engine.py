@@ -27,7 +27,11 @@ the engine as in session 20; "default N x faster" above 1.0 favours the default)
 ``stage5``: the plain FP8 GEMM (QKV, O, FC1, FC2 shapes) with 8 KiB of epilogue staging per
 warpgroup (-DH3_STAGING_8K, no vectors), which gives its 192-column tiles a 5-stage ring;
 ``group16`` / ``group32``: the plain FP8 GEMM with the tile order grouped by 16 / 32 M-tiles
-instead of 8 (-DH3_GROUP_M; session 11 timed them within +-2% in graph replays, NOTES.md).
+instead of 8 (-DH3_GROUP_M; session 11 timed them within +-2% in graph replays, NOTES.md);
+``rows``: the single-launch FP8 out_proj and the MLP (whose FC2 runs the out_proj's kernel) with
+the spare warps' rows loaded through L1 by each warp, as before session 22 (-DH3_FUSED_LDG_ROWS;
+the default stages each row in shared memory by a bulk copy), and the plain FP8 O GEMM as a
+control that the define does not touch ("default N x faster" above 1.0 favours the default).
 ``--energy`` adds bench_graphs' sustained windows: clock cycles and energy per call.
 """
 
@@ -51,6 +55,7 @@ AB = {
     "tiles": (("H3_T_CARRIED=1",), False),
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
+    "rows": (("H3_FUSED_LDG_ROWS=1",), False),
 }
 
 
@@ -154,6 +159,10 @@ def main() -> None:
     only = AB[args.probe_on][1] if args.probe_on else False
     specs = probe_specs(*AB[args.ab]) if args.ab else probe_specs(probe_defines, only)
     wide = args.ab == "stage5" or args.probe_on == "stage5"
+    if args.prebuild and args.ab:  # just that A/B's builds
+        for s in specs.values():
+            print(jit.build(s, args.prebuild)[0].name, flush=True)
+        return
     if args.prebuild:
         for s in (
             [*probe_specs().values()]
@@ -229,6 +238,11 @@ def main() -> None:
                 cases["fp8_gemm_fc2"] = fp8_gemm_form(m, 5376, 14336)
                 f, *_ = forms("mlp", m)
                 cases["mlp"] = f["h3"]
+            elif args.ab == "rows":
+                for op in ("out_proj", "mlp"):
+                    f, *_ = forms(op, m)
+                    cases[op] = f["h3"]
+                cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
             elif args.ab in ("uniform", "tiles"):
                 for op in ("out_proj", "mlp", "pre_attention"):
                     f, *_ = forms(op, m)

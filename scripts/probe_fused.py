@@ -11,6 +11,7 @@ rows, the consumer warps' first-round quantization time. Variants that drop a fe
 timing only (their act_q may be read stale).
 
     PYTHONPATH=. python3 scripts/probe_fused.py [--m 4824 38592] [--variant evict=H3_FUSED_EVICT]
+    PYTHONPATH=. python3 scripts/probe_fused.py --prebuild sm_90a [--variant ...]  # no GPU
 """
 
 from __future__ import annotations
@@ -27,27 +28,39 @@ def main() -> None:
     ap.add_argument("--variant", nargs="*", default=[])
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--prebuild", default=None, metavar="TARGET", help="fill the cache, no GPU")
     args = ap.parse_args()
+
+    from h3cupy.core import jit
+    from h3cupy.ops import out_proj
+
+    base = out_proj.OUT_PROJ
+
+    def variant_spec(v):
+        name, _, defs = v.partition("=")
+        return name, jit.ModuleSpec(
+            base.file,
+            base.names,
+            base.defines + ("H3_FUSED_PROBE=1",) + tuple(filter(None, defs.split(","))),
+        )
+
+    if args.prebuild:
+        for v in ["probe="] + args.variant:
+            print(jit.build(variant_spec(v)[1], args.prebuild)[0].name, flush=True)
+        return
 
     import cupy
     import torch
 
     import h3cupy
     from benchmarks.ops_fp8 import without_quant_launch
-    from h3cupy.core import arch, jit
-    from h3cupy.ops import out_proj
+    from h3cupy.core import arch
     from h3cupy.testing import bench_graphs
 
     target = arch.device_target(0)
-    base = out_proj.OUT_PROJ
     builds = {}
     for v in ["probe="] + args.variant:
-        name, _, defs = v.partition("=")
-        spec = jit.ModuleSpec(
-            base.file,
-            base.names,
-            base.defines + ("H3_FUSED_PROBE=1",) + tuple(filter(None, defs.split(","))),
-        )
+        name, spec = variant_spec(v)
         cubin, lowered = jit.build(spec, target)
         module = cupy.RawModule(path=str(cubin))
         kernels = {n: module.get_function(lowered[n]) for n in spec.names}

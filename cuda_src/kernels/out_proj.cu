@@ -319,11 +319,20 @@ struct EpiGatedResidual {
 //   ~100 us at M = 4824, 1.28-1.45x the plain GEMM; benchmarks/NOTES.md session 7).
 // * The rest by the three spare warps of every CTA's producer warpgroup, in increasing row order
 //   across the grid (worker w of W takes rows r0 + w, r0 + w + W, ...), ahead of the tile order.
-// Each row: one warp, a pass for the amax (DRAM) and a pass for the codes (L2 hits).
-// Memory order: writer: codes and scale stores, fence.proxy.async (visible to TMA), warp sync,
-// then one release-add per row; reader: acquire-load of the counter, fence.proxy.async, then TMA.
-// Never deadlocks: the workers wait on nothing, and every CTA of the (persistent, fully
+//   kSmemRows (the 192-column kernels, since session 22): a worker is a CTA's three spare warps
+//   together, one row at a time, staged in a 14 KiB shared-memory buffer by a bulk copy (L2 ->
+//   shared memory, no L1): the amax pass and the codes pass read the buffer, so the row crosses
+//   L2 once (K = 7168; a K = 14336 row, the MLP's FC2, is two chunks, the first read twice) and
+//   leaves L1 to the epilogue's gate rows. Without it (the 128-column kernels, M <= 256, where
+//   the first round covers every row, and -DH3_FUSED_LDG_ROWS): each spare warp takes its own
+//   rows, a pass for the amax (DRAM) and a pass for the codes (L1 / L2 hits).
+// Memory order: writer: codes and scale stores, fence.proxy.async (visible to TMA), warp sync
+// (staged: a barrier of the three warps), then one release-add per row; reader: acquire-load of
+// the counter, fence.proxy.async, then TMA.
+// Never deadlocks: the workers wait on nothing outside their CTA (the staged form's bulk copies
+// and barriers are among its own three warps), and every CTA of the (persistent, fully
 // resident) grid runs its workers whatever its tiles wait for.
+template <bool kSmemRows>
 struct ProQuantRowsFp8 {
   const bf16_t* __restrict__ src;  // attn_out [M, K]
   u8* act_q;                       // [M, K]
@@ -429,10 +438,92 @@ struct ProQuantRowsFp8 {
   static constexpr int kProducerRegs = H3_FUSED_PREGS;
 #endif
 
-  H3_DEVICE void spare(int w, int r0) const {
+  // kSmemRows: the engine's hook area (ProducerSmem): [0, 8) the mbarrier the bulk copies
+  // complete on, [16, 28) the three warps' amax words, [32, 32 + kRowBufBytes) the row buffer.
+  // 14 KiB fits beside the 192-column FP8 kernels' four-stage ring (15 KiB were free).
+  static constexpr int kRowBufBytes = 14336;  // a K = 7168 row of bf16
+  static constexpr int kSmemBytes = kSmemRows ? 32 + kRowBufBytes : 0;
+  static constexpr int kSpareBar = 8;  // the spare warps' hardware barrier (96 threads)
+
+  // The staged form's row loop (see the struct's comment), threads 32..127 of the CTA.
+  H3_DEVICE void spare_staged(int r0, u8* smem) const {
+    constexpr int kChunks = kRowBufBytes / 16;  // 16-byte chunks (8 values) per buffer load
+    const int tid = threadIdx.x - 32, lane = threadIdx.x % 32, n16 = K / 8;
+    const int last0 = (n16 - 1) / kChunks * kChunks;  // the row's last chunk starts here
+    u64* bar = reinterpret_cast<u64*>(smem);
+    const u32 red = smem_addr(smem + 16), buf = smem_addr(smem + 32);
+    u32 phase = 0;
+    // chunk c0.. of row `srow` into the buffer (the caller made sure nobody still reads it)
+    auto load = [&](const bf16_t* srow, int c0) {
+      if (tid == 0) {
+        const u32 bytes = 16 * min(kChunks, n16 - c0);
+        mbar_arrive_expect_tx(bar, bytes);
+        bulk_load(smem + 32, srow + 8 * c0, bytes, bar);
+      }
+      mbar_wait(bar, phase);
+      phase ^= 1;
+    };
+    [[maybe_unused]] u64 t0 = 0, t1 = 0;
+    [[maybe_unused]] int rows_done = 0;
+    H3_PROBE_NOW(t0);
+    for (int r = r0 + blockIdx.x; r < M; r += gridDim.x) {
+      const bf16_t* srow = src + static_cast<i64>(r) * K;
+      u32 m2 = 0;
+      for (int c0 = 0;; c0 += kChunks) {
+        load(srow, c0);
+        const int nc = min(kChunks, n16 - c0);
+        for (int c = tid; c < nc; c += 96) m2 = bf16x8_absmax_u16x2(m2, lds_u128(buf + 16 * c));
+        if (c0 == last0) break;
+        named_barrier_sync(kSpareBar, 96);  // every read of this chunk is done
+      }
+      u32 mb = warp_max_u32(max(m2 & 0xffffu, m2 >> 16));
+      if (lane == 0) sts_u32(red + 4 * (tid / 32), mb);
+      named_barrier_sync(kSpareBar, 96);
+      mb = max(lds_u32(red), max(lds_u32(red + 4), lds_u32(red + 8)));
+      const float sc = fp8_scale_from_amax(__uint_as_float(mb << 16)), rcp = __frcp_rn(sc);
+      u8* qrow = act_q + static_cast<i64>(r) * K;
+      auto codes = [&](int c0) {
+        const int nc = min(kChunks, n16 - c0);
+        for (int c = tid; c < nc; c += 96)
+          *reinterpret_cast<uint2*>(qrow + 8 * (c0 + c)) =
+              fp8_codes_x8_bf16(lds_u128(buf + 16 * c), sc, rcp);
+      };
+      codes(last0);  // the last chunk is still in the buffer
+      for (int c0 = 0; c0 < last0; c0 += kChunks) {
+        named_barrier_sync(kSpareBar, 96);
+        load(srow, c0);
+        codes(c0);
+      }
+      // the scale, every thread's codes made visible to the async proxy, then (after the barrier,
+      // which also frees the buffer and the amax words for the next row) the row's count
+      if (tid == 0) act_scale[r] = sc;
+#ifndef H3_FUSED_NOFENCE
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+      named_barrier_sync(kSpareBar, 96);
+      if (tid == 0) {
+        __threadfence();
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(tile_rows + r / 128)
+                     : "memory");
+      }
+      ++rows_done;
+    }
+    H3_PROBE_NOW(t1);
+    if (tid == 0) {
+      H3_PROBE_ADD(4, t1 - t0);    // [4]: the workers' busy time (a worker: three warps)
+      H3_PROBE_ADD(5, rows_done);  // [5]: their rows
+      H3_PROBE_MAX(6, t1 - t0);    // [6]: the longest
+    }
+  }
+
+  H3_DEVICE void spare(int w, int r0, [[maybe_unused]] u8* smem) const {
 #ifdef H3_FUSED_NOSPARE
     return;
 #endif
+    if constexpr (kSmemRows) {
+      spare_staged(r0, smem);
+      return;
+    }
     const int workers = gridDim.x * 3;
     [[maybe_unused]] u64 t0 = 0, t1 = 0;
     [[maybe_unused]] int rows_done = 0;
@@ -490,9 +581,19 @@ struct ProQuantRowsFp8 {
 // (ProQuantRowsFp8); the two-launch forms' none (act_q comes from a quantization launch).
 #define H3_OP_FUSED_PARAMS                                                              \
   H3_OP_PARAMS, const bf16_t *__restrict__ attn_out, u8 *act_q, u32 *tile_rows
-#define H3_OP_PRO \
-  const ProQuantRowsFp8 pro { attn_out, act_q, const_cast<float*>(act_scale), tile_rows, M, k_bytes }
+#define H3_OP_PRO(SMEM)                                                             \
+  const ProQuantRowsFp8<SMEM> pro {                                                 \
+    attn_out, act_q, const_cast<float*>(act_scale), tile_rows, M, k_bytes           \
+  }
 #define H3_OP_NO_PRO const NoProducerHooks pro {}
+// The 192-column single-launch kernels stage the spare warps' rows in shared memory
+// (ProQuantRowsFp8's kSmemRows); -DH3_FUSED_LDG_ROWS: the form before session 22, for
+// scripts/probe_fused.py's A/B (the host's shared-memory size covers both).
+#ifdef H3_FUSED_LDG_ROWS
+#define H3_FUSED_SMEM_ROWS false
+#else
+#define H3_FUSED_SMEM_ROWS true
+#endif
 
 // One FP8 out_proj kernel: 128 x BN tiles in clusters of CLUSTER CTAs (CLUSTER_ATTR its
 // __cluster_dims__), VEC bytes of epilogue vectors per warpgroup, LIVE: the activation scales
@@ -515,11 +616,12 @@ H3_OP_KERNEL(out_proj_fp8_n192_sm90, , 1, 192, H3_EPI_VEC(192), false, H3_OP_PAR
              NoProducerHooks, H3_OP_NO_PRO)
 H3_OP_KERNEL(out_proj_fp8_sm90, , 1, 128, 0, false, H3_OP_PARAMS, NoProducerHooks, H3_OP_NO_PRO)
 H3_OP_KERNEL(out_proj_fp8_fused_x2_sm90, H3_CLUSTER_X2, 2, 192, H3_EPI_VEC(192), true,
-             H3_OP_FUSED_PARAMS, ProQuantRowsFp8, H3_OP_PRO)
+             H3_OP_FUSED_PARAMS, ProQuantRowsFp8<H3_FUSED_SMEM_ROWS>,
+             H3_OP_PRO(H3_FUSED_SMEM_ROWS))
 H3_OP_KERNEL(out_proj_fp8_fused_n192_sm90, , 1, 192, H3_EPI_VEC(192), true, H3_OP_FUSED_PARAMS,
-             ProQuantRowsFp8, H3_OP_PRO)
-H3_OP_KERNEL(out_proj_fp8_fused_sm90, , 1, 128, 0, true, H3_OP_FUSED_PARAMS, ProQuantRowsFp8,
-             H3_OP_PRO)
+             ProQuantRowsFp8<H3_FUSED_SMEM_ROWS>, H3_OP_PRO(H3_FUSED_SMEM_ROWS))
+H3_OP_KERNEL(out_proj_fp8_fused_sm90, , 1, 128, 0, true, H3_OP_FUSED_PARAMS,
+             ProQuantRowsFp8<false>, H3_OP_PRO(false))
 
 #undef H3_OP_KERNEL
 #undef H3_OP_NO_PRO

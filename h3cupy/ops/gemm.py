@@ -245,19 +245,25 @@ GEMM_WGMMA = jit.ModuleSpec(
 
 
 def wgmma_smem_bytes(
-    tile_n: int, full_staging: bool = False, wg: int = 2, vec: int = 0, boxes: int = 2
+    tile_n: int,
+    full_staging: bool = False,
+    wg: int = 2,
+    vec: int = 0,
+    boxes: int = 2,
+    hook: int = 0,
 ) -> int:
     """Dynamic shared memory of the sm_90a engine (mirrors Sm90GemmCfg in gemm_sm90.cuh): the
     stage ring, the epilogue staging (``boxes`` 8 KiB boxes per consumer warpgroup, 2 unless the
     epilogue declares kStagingBoxes; with ``full_staging``, the prefetching epilogues, 64 x
     tile_n bf16 if that is more), the epilogue's vector area (``vec`` bytes per consumer
-    warpgroup, its kVecBytes), the barriers and 1 KiB of alignment slack. ``wg`` consumer
-    warpgroups own 64 rows each of a ``64 * wg``-row tile."""
+    warpgroup, its kVecBytes), the barriers, the producer hooks' area (``hook`` bytes, the
+    hook's kSmemBytes) and 1 KiB of alignment slack. ``wg`` consumer warpgroups own 64 rows
+    each of a ``64 * wg``-row tile."""
     stage = (64 * wg + tile_n) * 128
     box = boxes * 8192
     staging = wg * (max(box, 64 * tile_n * 2) if full_staging else box)
-    stages = min(6, (232448 - 1024 - staging - wg * vec - 256) // stage)
-    return stages * stage + staging + wg * vec + (2 * stages + 4) * 8 + 1024
+    stages = min(6, (232448 - 1024 - staging - wg * vec - 256 - hook) // stage)
+    return stages * stage + staging + wg * vec + (2 * stages + 4) * 8 + hook + 1024
 
 
 def scale_vec_bytes(cols: int) -> int:

@@ -46,6 +46,11 @@ class GatedGemmPlan(NamedTuple):
     tail: gemm.TailPlan
 
 
+#: Shared-memory bytes of the single-launch 192-column kernels' row staging (out_proj.cu,
+#: ProQuantRowsFp8<true>::kSmemBytes: 32 bytes of barrier and amax words, a 14336-byte row buffer).
+FUSED_ROW_SMEM = 32 + 14336
+
+
 def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
     """The :class:`GatedGemmPlan` for ``out[m, 5376]`` over act_q ``[m, k]`` on device ``dev``
     (``fused``: the single-launch form, which quantizes the activation inside the launch). The
@@ -59,7 +64,10 @@ def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
     # EpiGatedResidual's kVecBytes: 192 weight scales, 64 eight-byte gate indices and, since
     # session 18, the 64 rows' activation scales per warpgroup)
     vec = 4 * 192 + 64 * 8 + 64 * 4 if tile_n == 192 else 0
-    smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True, vec=vec)
+    # the 192-column single-launch kernels' spare warps stage each row in shared memory
+    # (ProQuantRowsFp8's kSmemBytes: an mbarrier, three amax words and a 14 KiB row buffer)
+    hook = FUSED_ROW_SMEM if fused and tile_n == 192 else 0
+    smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True, vec=vec, hook=hook)
     # NOTE: the ready counters' words are reserved in both forms, so that the tail split's
     # counters and partials never overlap the ready flags the ops document as zeroed at the front
     # of workspace_flags (with them in the two-launch form's words 128.., a caller reading its

@@ -55,6 +55,15 @@ H3_DEVICE u32 lds_u32(u32 a) {
   return v;
 }
 
+H3_DEVICE uint4 lds_u128(u32 a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(a)
+               : "memory");
+  return v;
+}
+
 H3_DEVICE void sts_u32(u32 a, u32 v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }

@@ -154,7 +154,7 @@ constexpr int kStagingBoxes = 2;
 constexpr int kPassCols = 64 * kStagingBoxes;
 
 template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false, int kWG = 2,
-          int kVecBytes = 0, int kBoxes = kStagingBoxes>
+          int kVecBytes = 0, int kBoxes = kStagingBoxes, int kHookBytes = 0>
 struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256 ||
                     (kFmt == 0 && kPromote == 0 && (kBN == 16 || kBN == 136)),
@@ -184,11 +184,14 @@ struct Sm90GemmCfg {
   static_assert(kVecBytes % 16 == 0, "epilogue vectors: a multiple of 16 bytes per warpgroup");
   static constexpr int kVecTotal = kWG * kVecBytes;  // after the staging buffers
   static constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block
-  static constexpr int kRingBudget = kSmemLimit - 1024 - kStagingBytes - kVecTotal - 256;
+  // kHookBytes: the producer hooks' own area after the barriers (ProducerSmem below)
+  static_assert(kHookBytes % 16 == 0, "producer hooks' area: a multiple of 16 bytes");
+  static constexpr int kRingBudget =
+      kSmemLimit - 1024 - kStagingBytes - kVecTotal - 256 - kHookBytes;
   static constexpr int kStages = kRingBudget / kStageBytes > 6 ? 6 : kRingBudget / kStageBytes;
   // full[S], empty[S], the two ping-pong turn barriers and the two epilogue-prefetch barriers
-  static constexpr int kSmemBytes =
-      kStages * kStageBytes + kStagingBytes + kVecTotal + (2 * kStages + 4) * 8 + 1024;
+  static constexpr int kSmemBytes = kStages * kStageBytes + kStagingBytes + kVecTotal +
+                                    (2 * kStages + 4) * 8 + kHookBytes + 1024;
   static constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
   static constexpr int kStepBytes = 32;  // one wgmma k-step: k16 bf16 or k32 e4m3
   static constexpr int kAcc = kBN / 2;   // fp32 fragment registers per thread
@@ -277,21 +280,26 @@ struct TileOrder {
 };
 
 // Producer hooks (the default does nothing): `before_a(m0)` runs in the producer thread before the
-// first A load of each tile (rows m0..m0+kBM-1); `spare(w, r0)` in warps w = 1..3 of the producer
-// warpgroup (which otherwise idle), concurrently with everything else; `consumers(worker,
+// first A load of each tile (rows m0..m0+kBM-1); `spare(w, r0, smem)` in warps w = 1..3 of the
+// producer warpgroup (which otherwise idle), concurrently with everything else; `consumers(worker,
 // workers, r0)` in every consumer warp of the grid (worker 0..workers-1) before its first tile.
 // r0 is the number of A rows that the grid's first round of tiles reads (rows 0..r0-1, at most
 // M): work the first round waits for can go to the consumer warps, which are idle until then.
 // A hook type may declare `static constexpr int kProducerRegs` (a multiple of 8) to move the
 // register split: the producer warpgroup gets that budget, the consumers the rest of the launch
 // allocation (scripts/probe_fused.py's register experiment; no kernel's default).
+// A hook type may declare `static constexpr int kSmemBytes` (a multiple of 16, at least 16): the
+// engine then reserves that much shared memory after its barriers (the ring gets the rest), hands
+// it to `spare` as a third argument, and initializes its first 8 bytes as an mbarrier with an
+// arrival count of 1 before any role starts (the spare warps' bulk copies complete on it).
 struct NoProducerHooks {
   H3_DEVICE void before_a(int) const {}
-  H3_DEVICE void spare(int, int) const {}
+  H3_DEVICE void spare(int, int, u8*) const {}
   H3_DEVICE void consumers(int, int, int) const {}
 };
 
 H3_MEMBER_OR(ProducerRegs, kProducerRegs)
+H3_MEMBER_OR(ProducerSmem, kSmemBytes)
 
 template <class A, class B>
 struct H3SameType {
@@ -363,9 +371,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                 "split-K: single CTAs, cooperative schedule, no promotion");
   static_assert(!kTail || (!kSplitK && !kPingPong), "tail split: cooperative schedule, no split-K");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kHook = ProducerSmem<Pro, 0>::value;
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster,
                           kPf || EpiFullStaging<Epi, false>::value, kWG, kVec,
-                          EpiStagingBoxes<Epi, kStagingBoxes>::value>;
+                          EpiStagingBoxes<Epi, kStagingBoxes>::value, kHook>;
   constexpr int kLaunchRegs = (65536 / Cfg::kThreads) / 8 * 8;  // see Sm90GemmCfg's NOTE
   constexpr int kProducerRegs = ProducerRegs<Pro, Cfg::kProducerRegs>::value;
   constexpr int kConsumerRegs =
@@ -387,6 +396,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   u64* empty = full + S;
   u64* turn = empty + S;  // ping-pong: turn[w - 1] lets warpgroup w start its next mainloop
   u64* pf = turn + 2;     // epilogue prefetch: pf[w - 1] completes warpgroup w's operand tile
+  // the producer hooks' area (kHook bytes, 16-byte aligned: every area above is a multiple of 16)
+  u8* hook_smem = reinterpret_cast<u8*>(pf + 2);
 #ifdef H3_ENGINE_PROBE
   // per stage: when its last load was issued, and when consumer warpgroup 1 began to wait for it
   __shared__ u64 ep_issue[8], ep_wait[8];
@@ -476,6 +487,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     mbar_init(&turn[1], 1);
     mbar_init(&pf[0], 1);
     mbar_init(&pf[1], 1);
+    if constexpr (kHook > 0) mbar_init(reinterpret_cast<u64*>(hook_smem), 1);
     if constexpr (kCluster > 1) {
       fence_barrier_init_cluster();
     } else {
@@ -567,10 +579,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           atomicAdd(&h3_engine_probe[15], nw);
         }
       } else {
-        pro.spare(threadIdx.x / 32, first_rows());
+        pro.spare(threadIdx.x / 32, first_rows(), hook_smem);
       }
 #else
-      pro.spare(threadIdx.x / 32, first_rows());
+      pro.spare(threadIdx.x / 32, first_rows(), hook_smem);
 #endif
     }
   } else {

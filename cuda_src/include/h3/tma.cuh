@@ -68,6 +68,17 @@ H3_DEVICE void tma_load_2d_multicast(void* dst, const TmaDesc* desc, int x, int 
       : "memory");
 }
 
+// 1-D bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory
+// into this CTA's shared memory, completing `bar`'s transaction count; no tensor map, and L1 is
+// not involved (the data goes L2 -> shared memory).
+H3_DEVICE void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
 // --- TMA stores (shared -> global, bulk-group completion) ---
 
 // Order this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
