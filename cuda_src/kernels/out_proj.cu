@@ -20,6 +20,8 @@
 // -DH3_FUSED_PROBE): nanoseconds and counts summed over a launch. The script's variants add
 // switches that exist for timing experiments only (never set by the ops; some drop ordering,
 // so act_q may be read stale): H3_FUSED_NOSPARE (the consumers quantize every row first),
+// H3_FUSED_IDLESPARE (the spare warps do nothing: only with H3_FUSED_NOPOLL, as the rows past
+// the first round are then never published),
 // H3_FUSED_NOPOLL / H3_FUSED_NOPFENCE (no per-tile counter poll / no proxy fence after it),
 // H3_FUSED_NOFENCE (no per-row proxy fence), H3_FUSED_EVICT (the codes pass's loads
 // evict-first), H3_FUSED_PREGS=N (the producer warpgroup's register budget).
@@ -517,7 +519,7 @@ struct ProQuantRowsFp8 {
   }
 
   H3_DEVICE void spare(int w, int r0, [[maybe_unused]] u8* smem) const {
-#ifdef H3_FUSED_NOSPARE
+#if defined(H3_FUSED_NOSPARE) || defined(H3_FUSED_IDLESPARE)
     return;
 #endif
     if constexpr (kSmemRows) {
