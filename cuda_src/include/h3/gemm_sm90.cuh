@@ -258,13 +258,35 @@ __device__ unsigned long long h3_engine_probe[16];
 #endif
 
 // Grouped (L2-friendly) order of the output tiles (or tile pairs).
+// H3_FIRST_GROUP_M=G0 (a diagnostic build, scripts/probe_fused.py): the first group holds G0
+// M-tiles and the rest `group` each, so that the single-launch out_proj's first round of tiles
+// reads fewer rows (132 tiles of 28 columns need 5 M-tiles, not 8).
 struct TileOrder {
   int num_m, num_n, group;
   H3_DEVICE int count() const { return num_m * num_n; }
+  // unit t's group: its first M-tile, its M-tile count and t's index inside it
+  H3_DEVICE void group_of(int t, int& first, int& gm, int& local) const {
+#ifdef H3_FIRST_GROUP_M
+    const int g0 = min(num_m, H3_FIRST_GROUP_M);
+    if (t < g0 * num_n) {
+      first = 0;
+      gm = g0;
+      local = t;
+      return;
+    }
+    const int t2 = t - g0 * num_n;
+    first = g0 + (t2 / (group * num_n)) * group;
+    gm = min(num_m - first, group);
+    local = t2 - (first - g0) * num_n;
+#else
+    first = (t / (group * num_n)) * group;
+    gm = min(num_m - first, group);
+    local = t - first * num_n;
+#endif
+  }
   H3_DEVICE void tile(int t, int& mt, int& nt) const {
-    const int first = (t / (group * num_n)) * group;
-    const int gm = min(num_m - first, group);
-    const int local = t - first * num_n;
+    int first, gm, local;
+    group_of(t, first, gm, local);
     mt = first + local % gm;
     nt = local / gm;
   }
@@ -272,10 +294,9 @@ struct TileOrder {
   // the M index cycles fastest, so the last unit's group is the highest one touched, and it
   // touches all of that group's M-tiles once its local index reaches gm - 1.
   H3_DEVICE int m_end(int units) const {
-    const int t = min(units, count()) - 1;
-    const int first = (t / (group * num_n)) * group;
-    const int gm = min(num_m - first, group);
-    return first + min(gm - 1, t - first * num_n) + 1;
+    int first, gm, local;
+    group_of(min(units, count()) - 1, first, gm, local);
+    return first + min(gm - 1, local) + 1;
   }
 };
 
