@@ -110,7 +110,8 @@ case "$MODE" in
   s22-f)  # session 22: the spare rows in two halves on two mbarriers, the next row's half copied as
           # soon as the codes pass has left it (-DH3_FUSED_PIPE: the copies' latency hidden, a
           # faster row), alone and with the first tile group of 6 M-tiles that s22-e found the
-          # spare rows too slow for (-DH3_FIRST_GROUP_M=6)
+          # spare rows too slow for (-DH3_FIRST_GROUP_M=6). Ran at 4bef4b4: level (a row 6.7 -> 6.3
+          # us), so the pipelined form was removed; run it from that commit
     run 120 "$OUT/probe.log" python3 scripts/probe_fused.py --m 4824 9648 --reps 16 \
       --variant pipe=H3_FUSED_PIPE pipefg6=H3_FUSED_PIPE,H3_FIRST_GROUP_M=6 \
       --json "$OUT/probe_fused.json"

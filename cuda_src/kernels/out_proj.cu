@@ -447,75 +447,6 @@ struct ProQuantRowsFp8 {
   static constexpr int kSmemBytes = kSmemRows ? 32 + kRowBufBytes : 0;
   static constexpr int kSpareBar = 8;  // the spare warps' hardware barrier (96 threads)
 
-  // -DH3_FUSED_PIPE (a diagnostic build): rows that fit the buffer go through it as two halves
-  // on two mbarriers ([0, 8) and [8, 16)), and the next row's half is copied as soon as the
-  // codes pass has left it, so the copies' latency hides under the codes and the publication.
-  H3_DEVICE void spare_piped(int r0, u8* smem) const {
-    const int tid = threadIdx.x - 32, lane = threadIdx.x % 32, n16 = K / 8;
-    const int h0 = n16 / 2;  // chunks [0, h0) in half 0, [h0, n16) in half 1
-    u64* bar = reinterpret_cast<u64*>(smem);
-    const u32 red = smem_addr(smem + 16), buf = smem_addr(smem + 32);
-    if (tid == 0) {
-      mbar_init(bar + 1, 1);  // (the engine initialized bar[0])
-      fence_barrier_init();
-    }
-    named_barrier_sync(kSpareBar, 96);
-    auto issue = [&](int r, int h) {
-      if (tid == 0) {
-        const int c0 = h ? h0 : 0, n = h ? n16 - h0 : h0;
-        mbar_arrive_expect_tx(bar + h, 16 * n);
-        bulk_load(smem + 32 + 16 * c0, src + static_cast<i64>(r) * K + 8 * c0, 16 * n, bar + h);
-      }
-    };
-    [[maybe_unused]] u64 t0 = 0, t1 = 0;
-    [[maybe_unused]] int rows_done = 0;
-    H3_PROBE_NOW(t0);
-    int r = r0 + blockIdx.x;
-    if (r < M) {
-      issue(r, 0);
-      issue(r, 1);
-    }
-    for (u32 phase = 0; r < M; r += gridDim.x, phase ^= 1) {
-      const int next = r + gridDim.x;
-      u32 m2 = 0;
-      mbar_wait(bar, phase);
-      for (int c = tid; c < h0; c += 96) m2 = bf16x8_absmax_u16x2(m2, lds_u128(buf + 16 * c));
-      mbar_wait(bar + 1, phase);
-      for (int c = h0 + tid; c < n16; c += 96)
-        m2 = bf16x8_absmax_u16x2(m2, lds_u128(buf + 16 * c));
-      u32 mb = warp_max_u32(max(m2 & 0xffffu, m2 >> 16));
-      if (lane == 0) sts_u32(red + 4 * (tid / 32), mb);
-      named_barrier_sync(kSpareBar, 96);
-      mb = max(lds_u32(red), max(lds_u32(red + 4), lds_u32(red + 8)));
-      const float sc = fp8_scale_from_amax(__uint_as_float(mb << 16)), rcp = __frcp_rn(sc);
-      u8* qrow = act_q + static_cast<i64>(r) * K;
-      for (int c = tid; c < h0; c += 96)
-        *reinterpret_cast<uint2*>(qrow + 8 * c) = fp8_codes_x8_bf16(lds_u128(buf + 16 * c), sc, rcp);
-      named_barrier_sync(kSpareBar, 96);  // half 0 read by all (and the amax words)
-      if (next < M) issue(next, 0);
-      for (int c = h0 + tid; c < n16; c += 96)
-        *reinterpret_cast<uint2*>(qrow + 8 * c) = fp8_codes_x8_bf16(lds_u128(buf + 16 * c), sc, rcp);
-      if (tid == 0) act_scale[r] = sc;
-#ifndef H3_FUSED_NOFENCE
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-#endif
-      named_barrier_sync(kSpareBar, 96);  // half 1 read, every code fenced
-      if (tid == 0) {
-        if (next < M) issue(next, 1);
-        __threadfence();
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(tile_rows + r / 128)
-                     : "memory");
-      }
-      ++rows_done;
-    }
-    H3_PROBE_NOW(t1);
-    if (tid == 0) {
-      H3_PROBE_ADD(4, t1 - t0);
-      H3_PROBE_ADD(5, rows_done);
-      H3_PROBE_MAX(6, t1 - t0);
-    }
-  }
-
   // The staged form's row loop (see the struct's comment), threads 32..127 of the CTA.
   H3_DEVICE void spare_staged(int r0, u8* smem) const {
     constexpr int kChunks = kRowBufBytes / 16;  // 16-byte chunks (8 values) per buffer load
@@ -592,12 +523,6 @@ struct ProQuantRowsFp8 {
     return;
 #endif
     if constexpr (kSmemRows) {
-#ifdef H3_FUSED_PIPE
-      if (K <= kRowBufBytes / 2) {
-        spare_piped(r0, smem);
-        return;
-      }
-#endif
       spare_staged(r0, smem);
       return;
     }
