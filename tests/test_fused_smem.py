@@ -32,8 +32,8 @@ def test_row_buffer_mirror_matches_cpp():
 
 
 def test_fused_plan_keeps_four_stages():
-    vec = 4 * 192 + 64 * 8 + 64 * 4  # EpiGatedResidual's kVecBytes per warpgroup
-    plain = gemm.wgmma_smem_bytes(192, full_staging=True, vec=vec)
-    fused = gemm.wgmma_smem_bytes(192, full_staging=True, vec=vec, hook=out_proj.FUSED_ROW_SMEM)
+    # the plan the op launches with, single-launch against two-launch (the same epilogue)
+    plain, fused = out_proj.gated_smem_bytes(192, False), out_proj.gated_smem_bytes(192, True)
     assert fused - plain == out_proj.FUSED_ROW_SMEM  # the same ring: no stage given up
     assert fused <= 232448
+    assert out_proj.gated_smem_bytes(128, True) == out_proj.gated_smem_bytes(128, False)

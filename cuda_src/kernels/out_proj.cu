@@ -417,17 +417,34 @@ struct ProQuantRowsFp8 {
   }
 
   // Row r's scale, then its counter (after every lane's codes are visible to the async proxy).
-  H3_DEVICE void publish(int r, float sc) const {
-    const int lane = threadIdx.x % 32;
-    if (lane == 0) act_scale[r] = sc;
+  // `leader`: the one thread of the row's workers that stores and counts; `sync`: the workers'
+  // barrier (a warp's __syncwarp, or the staged form's three-warp barrier).
+  template <class Sync>
+  H3_DEVICE void publish(int r, float sc, bool leader, const Sync& sync) const {
+    if (leader) act_scale[r] = sc;
 #ifndef H3_FUSED_NOFENCE
     asm volatile("fence.proxy.async.global;" ::: "memory");
 #endif
-    __syncwarp();
-    if (lane == 0) {
+    sync();
+    if (leader) {
       __threadfence();
       asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(tile_rows + r / 128)
                    : "memory");
+    }
+  }
+  H3_DEVICE void publish(int r, float sc) const {
+    publish(r, sc, threadIdx.x % 32 == 0, [] { __syncwarp(); });
+  }
+
+  // The spare workers' probe counters (H3_FUSED_PROBE), added by one thread per worker.
+  H3_DEVICE static void probe_spare([[maybe_unused]] bool leader, [[maybe_unused]] u64 t0,
+                                    [[maybe_unused]] int rows_done) {
+    [[maybe_unused]] u64 t1 = 0;
+    H3_PROBE_NOW(t1);
+    if (leader) {
+      H3_PROBE_ADD(4, t1 - t0);    // [4]: the workers' busy time
+      H3_PROBE_ADD(5, rows_done);  // [5]: their rows
+      H3_PROBE_MAX(6, t1 - t0);    // [6]: the longest
     }
   }
 
@@ -465,7 +482,7 @@ struct ProQuantRowsFp8 {
       mbar_wait(bar, phase);
       phase ^= 1;
     };
-    [[maybe_unused]] u64 t0 = 0, t1 = 0;
+    [[maybe_unused]] u64 t0 = 0;
     [[maybe_unused]] int rows_done = 0;
     H3_PROBE_NOW(t0);
     for (int r = r0 + blockIdx.x; r < M; r += gridDim.x) {
@@ -496,26 +513,11 @@ struct ProQuantRowsFp8 {
         load(srow, c0);
         codes(c0);
       }
-      // the scale, every thread's codes made visible to the async proxy, then (after the barrier,
-      // which also frees the buffer and the amax words for the next row) the row's count
-      if (tid == 0) act_scale[r] = sc;
-#ifndef H3_FUSED_NOFENCE
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-#endif
-      named_barrier_sync(kSpareBar, 96);
-      if (tid == 0) {
-        __threadfence();
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(tile_rows + r / 128)
-                     : "memory");
-      }
+      // (the barrier also frees the buffer and the amax words for the next row)
+      publish(r, sc, tid == 0, [] { named_barrier_sync(kSpareBar, 96); });
       ++rows_done;
     }
-    H3_PROBE_NOW(t1);
-    if (tid == 0) {
-      H3_PROBE_ADD(4, t1 - t0);    // [4]: the workers' busy time (a worker: three warps)
-      H3_PROBE_ADD(5, rows_done);  // [5]: their rows
-      H3_PROBE_MAX(6, t1 - t0);    // [6]: the longest
-    }
+    probe_spare(tid == 0, t0, rows_done);  // (a worker: three warps)
   }
 
   H3_DEVICE void spare(int w, int r0, [[maybe_unused]] u8* smem) const {
@@ -527,19 +529,14 @@ struct ProQuantRowsFp8 {
       return;
     }
     const int workers = gridDim.x * 3;
-    [[maybe_unused]] u64 t0 = 0, t1 = 0;
+    [[maybe_unused]] u64 t0 = 0;
     [[maybe_unused]] int rows_done = 0;
     H3_PROBE_NOW(t0);
     for (int r = r0 + blockIdx.x * 3 + (w - 1); r < M; r += workers) {
       row<kSpareU, kSpareV>(r);
       ++rows_done;
     }
-    H3_PROBE_NOW(t1);
-    if (threadIdx.x % 32 == 0) {
-      H3_PROBE_ADD(4, t1 - t0);    // [4]: spare warps' busy time
-      H3_PROBE_ADD(5, rows_done);  // [5]: their rows
-      H3_PROBE_MAX(6, t1 - t0);    // [6]: the longest
-    }
+    probe_spare(threadIdx.x % 32 == 0, t0, rows_done);  // (a worker: one warp)
   }
 
   H3_DEVICE void consumers(int worker, int workers, int r0) const {

@@ -51,6 +51,21 @@ class GatedGemmPlan(NamedTuple):
 FUSED_ROW_SMEM = 32 + 14336
 
 
+def gated_smem_bytes(tile_n: int, fused: bool) -> int:
+    """Dynamic shared memory of the FP8 out_proj kernel with ``tile_n``-column tiles (192 or
+    128), single-launch (``fused``) or not: the engine's layout with the gated residual's full
+    staging, its epilogue vectors and, in the 192-column single-launch kernels, the spare warps'
+    row buffer."""
+    # the 192-column kernels take the epilogue's vectors through shared memory (out_proj.cu,
+    # EpiGatedResidual's kVecBytes: 192 weight scales, 64 eight-byte gate indices and, since
+    # session 18, the 64 rows' activation scales per warpgroup)
+    vec = 4 * 192 + 64 * 8 + 64 * 4 if tile_n == 192 else 0
+    # the 192-column single-launch kernels' spare warps stage each row in shared memory
+    # (ProQuantRowsFp8's kSmemBytes: an mbarrier, three amax words and a 14 KiB row buffer)
+    hook = FUSED_ROW_SMEM if fused and tile_n == 192 else 0
+    return gemm.wgmma_smem_bytes(tile_n, full_staging=True, vec=vec, hook=hook)
+
+
 def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
     """The :class:`GatedGemmPlan` for ``out[m, 5376]`` over act_q ``[m, k]`` on device ``dev``
     (``fused``: the single-launch form, which quantizes the activation inside the launch). The
@@ -60,14 +75,7 @@ def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
     tiles = "" if m <= 256 else "_x2" if cluster == 2 else "_n192"
     name = f"h3::out_proj_fp8{'_fused' if fused else ''}{tiles}_sm90"
     kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
-    # the 192-column kernels take the epilogue's vectors through shared memory (out_proj.cu,
-    # EpiGatedResidual's kVecBytes: 192 weight scales, 64 eight-byte gate indices and, since
-    # session 18, the 64 rows' activation scales per warpgroup)
-    vec = 4 * 192 + 64 * 8 + 64 * 4 if tile_n == 192 else 0
-    # the 192-column single-launch kernels' spare warps stage each row in shared memory
-    # (ProQuantRowsFp8's kSmemBytes: an mbarrier, three amax words and a 14 KiB row buffer)
-    hook = FUSED_ROW_SMEM if fused and tile_n == 192 else 0
-    smem = gemm.wgmma_smem_bytes(tile_n, full_staging=True, vec=vec, hook=hook)
+    smem = gated_smem_bytes(tile_n, fused)
     # NOTE: the ready counters' words are reserved in both forms, so that the tail split's
     # counters and partials never overlap the ready flags the ops document as zeroed at the front
     # of workspace_flags (with them in the two-launch form's words 128.., a caller reading its
