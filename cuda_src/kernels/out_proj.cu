@@ -13,27 +13,8 @@
 #include "h3/gemm_nvfp4.cuh"
 #include "h3/gemm_sm90.cuh"
 #include "h3/quant.cuh"
+#include "h3/ready_rows.cuh"
 #include "h3/reduce.cuh"
-
-#ifdef H3_FUSED_PROBE
-// Diagnostics of the single-launch form (scripts/probe_fused.py builds this module with
-// -DH3_FUSED_PROBE): nanoseconds and counts summed over a launch. The script's variants add
-// switches that exist for timing experiments only (never set by the ops; some drop ordering,
-// so act_q may be read stale): H3_FUSED_NOSPARE (the consumers quantize every row first),
-// H3_FUSED_IDLESPARE (the spare warps do nothing: only with H3_FUSED_NOPOLL, as the rows past
-// the first round are then never published),
-// H3_FUSED_NOPOLL / H3_FUSED_NOPFENCE (no per-tile counter poll / no proxy fence after it),
-// H3_FUSED_NOFENCE (no per-row proxy fence), H3_FUSED_EVICT (the codes pass's loads
-// evict-first), H3_FUSED_PREGS=N (the producer warpgroup's register budget).
-__device__ unsigned long long h3_probe[8];
-#define H3_PROBE_NOW(t) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t))
-#define H3_PROBE_ADD(i, v) atomicAdd(&h3_probe[i], static_cast<unsigned long long>(v))
-#define H3_PROBE_MAX(i, v) atomicMax(&h3_probe[i], static_cast<unsigned long long>(v))
-#else
-#define H3_PROBE_NOW(t)
-#define H3_PROBE_ADD(i, v)
-#define H3_PROBE_MAX(i, v)
-#endif
 
 namespace h3 {
 
@@ -328,44 +309,16 @@ struct EpiGatedResidual {
 //   leaves L1 to the epilogue's gate rows. Without it (the 128-column kernels, M <= 256, where
 //   the first round covers every row, and -DH3_FUSED_LDG_ROWS): each spare warp takes its own
 //   rows, a pass for the amax (DRAM) and a pass for the codes (L1 / L2 hits).
-// Memory order: writer: codes and scale stores, fence.proxy.async (visible to TMA), warp sync
-// (staged: a barrier of the three warps), then one release-add per row; reader: acquire-load of
-// the counter, fence.proxy.async, then TMA.
-// Never deadlocks: the workers wait on nothing outside their CTA (the staged form's bulk copies
+// The counters and their memory order: h3/ready_rows.cuh (writers: the codes and the scale,
+// then the row's count). Never deadlocks: the workers wait on nothing outside their CTA (the staged form's bulk copies
 // and barriers are among its own three warps), and every CTA of the (persistent, fully
 // resident) grid runs its workers whatever its tiles wait for.
 template <bool kSmemRows>
-struct ProQuantRowsFp8 {
-  const bf16_t* __restrict__ src;  // attn_out [M, K]
-  u8* act_q;                       // [M, K]
-  float* act_scale;                // [M]
-  u32* tile_rows;                  // [ceil(M / 128)], zero at launch
-  int M, K;
-
-  H3_DEVICE void before_a(int m0) const {
-    if (m0 >= M) return;  // a cluster peer's tile entirely past M: nothing to wait for
-#ifdef H3_FUSED_NOPOLL
-    return;
-#endif
-    const u32 need = static_cast<u32>(min(128, M - m0));
-    const u32* flag = tile_rows + m0 / 128;
-    [[maybe_unused]] u64 t0 = 0, t1 = 0;
-    H3_PROBE_NOW(t0);
-    for (int polls = 0;; ++polls) {
-      u32 v;
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-      if (v >= need) {
-        H3_PROBE_NOW(t1);
-        H3_PROBE_ADD(polls ? 0 : 2, t1 - t0);  // [0]: time waited, [2]: one poll's latency
-        H3_PROBE_ADD(polls ? 1 : 3, 1);        // [1]: tiles that waited, [3]: tiles that did not
-        break;
-      }
-      __nanosleep(64);
-    }
-#ifndef H3_FUSED_NOPFENCE
-    asm volatile("fence.proxy.async.global;" ::: "memory");
-#endif
-  }
+struct ProQuantRowsFp8 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at launch; M
+  const bf16_t* __restrict__ src;     // attn_out [M, K]
+  u8* act_q;                          // [M, K]
+  float* act_scale;                   // [M]
+  int K;
 
   // f(v, i) for this lane's 16-byte chunks i = 0..n-1 of a row (chunk i at src_row + 256 i),
   // kB loads in flight: whole batches run unpredicated, the remainder one load at a time (the
@@ -416,36 +369,15 @@ struct ProQuantRowsFp8 {
     publish(r, sc);
   }
 
-  // Row r's scale, then its counter (after every lane's codes are visible to the async proxy).
-  // `leader`: the one thread of the row's workers that stores and counts; `sync`: the workers'
-  // barrier (a warp's __syncwarp, or the staged form's three-warp barrier).
+  // Row r's scale, then its counter (ReadyRows::count_row). `leader`: the one thread of the
+  // row's workers that stores and counts; `sync`: the workers' barrier.
   template <class Sync>
   H3_DEVICE void publish(int r, float sc, bool leader, const Sync& sync) const {
     if (leader) act_scale[r] = sc;
-#ifndef H3_FUSED_NOFENCE
-    asm volatile("fence.proxy.async.global;" ::: "memory");
-#endif
-    sync();
-    if (leader) {
-      __threadfence();
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(tile_rows + r / 128)
-                   : "memory");
-    }
+    count_row(r, leader, sync);
   }
   H3_DEVICE void publish(int r, float sc) const {
     publish(r, sc, threadIdx.x % 32 == 0, [] { __syncwarp(); });
-  }
-
-  // The spare workers' probe counters (H3_FUSED_PROBE), added by one thread per worker.
-  H3_DEVICE static void probe_spare([[maybe_unused]] bool leader, [[maybe_unused]] u64 t0,
-                                    [[maybe_unused]] int rows_done) {
-    [[maybe_unused]] u64 t1 = 0;
-    H3_PROBE_NOW(t1);
-    if (leader) {
-      H3_PROBE_ADD(4, t1 - t0);    // [4]: the workers' busy time
-      H3_PROBE_ADD(5, rows_done);  // [5]: their rows
-      H3_PROBE_MAX(6, t1 - t0);    // [6]: the longest
-    }
   }
 
   // Loads per lane per batch. Spare warps (40 registers; a 56 / 224 split measured 4.6% slower
@@ -582,7 +514,7 @@ struct ProQuantRowsFp8 {
   H3_OP_PARAMS, const bf16_t *__restrict__ attn_out, u8 *act_q, u32 *tile_rows
 #define H3_OP_PRO(SMEM)                                                             \
   const ProQuantRowsFp8<SMEM> pro {                                                 \
-    attn_out, act_q, const_cast<float*>(act_scale), tile_rows, M, k_bytes           \
+    {tile_rows, M}, attn_out, act_q, const_cast<float*>(act_scale), k_bytes         \
   }
 #define H3_OP_NO_PRO const NoProducerHooks pro {}
 // The 192-column single-launch kernels stage the spare warps' rows in shared memory
