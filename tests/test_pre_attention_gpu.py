@@ -64,6 +64,94 @@ def test_bf16_pre_attention_no_tail_split(m, rng, monkeypatch):
     assert_passed(results)
 
 
+@pytest.mark.parametrize("m", (257, 4824, 38592))
+def test_bf16_pre_attention_heads_epilogue(m, rng, monkeypatch):
+    """The 128 x 256 tiles' epilogue one head at a time (pre_attention.BF16_EPILOGUE = "heads":
+    head 1's math under head 0's store pass), every Ulysses degree."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "BF16_EPILOGUE", "heads")
+    results = check_pre_attention_bf16(m, (1, 2, 4, 8), rng)
+    assert_passed(results)
+
+
+# The single-launch form (pre_attention.BF16_FUSED_PROLOGUE): the GEMM launch writes a itself,
+# the first round's rows (2048 at these M: 8 M-tile pairs) by the consumer warps, the rest by the
+# spare producer warps behind per-tile ready counters; M = 257 has its rows all in the first round.
+@pytest.mark.parametrize("epilogue", ("rows", "heads"))
+@pytest.mark.parametrize("m", (257, 4097, 4824, 38592))
+def test_bf16_pre_attention_fused_prologue(m, epilogue, rng, monkeypatch):
+    """The single-launch form against the float64 reference, every Ulysses degree, both
+    epilogues (invalid AdaLN indices among the production segments: their rows exactly 0)."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "BF16_FUSED_PROLOGUE", True)
+    monkeypatch.setattr(pre_attention, "BF16_EPILOGUE", epilogue)
+    results = check_pre_attention_bf16(m, (1, 2, 4, 8), rng)
+    assert_passed(results)
+
+
+@pytest.mark.parametrize("m", (4097,))
+def test_bf16_pre_attention_fused_prologue_int32(m, rng, monkeypatch):
+    """The single-launch form with int32 AdaLN indices and random int32 positions."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "BF16_FUSED_PROLOGUE", True)
+    results = check_pre_attention_bf16(m, (8,), rng, positions="random", index_dtype=np.int32)
+    assert_passed(results)
+
+
+@pytest.mark.parametrize("m", (4824, 38592))
+def test_bf16_pre_attention_fused_prologue_same_bits(m, rng, monkeypatch):
+    """The single-launch form gives the two-launch form's bits: in ``out`` and in the workspace
+    (a: the prologue's arithmetic and reduction order, invalid-index rows zero), eager twice and
+    in a CUDA graph replay; the ready counters are zeroed for every launch (a second eager call
+    and the replay would otherwise read stale counters and race ahead of the rows)."""
+    import torch
+
+    from h3cupy.ops import pre_attention
+    from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention as op
+
+    _need_sm90()
+    p = 8
+    args, out, ws = _torch_args(m, p, rng)
+    op(*args, ulysses_degree=p, out=out, workspace=ws)
+    want_out, want_ws = out.clone(), ws.clone()
+    monkeypatch.setattr(pre_attention, "BF16_FUSED_PROLOGUE", True)
+
+    def same(what):
+        torch.cuda.synchronize()
+        assert torch.equal(ws.view(torch.int16), want_ws.view(torch.int16)), f"a differs ({what})"
+        assert torch.equal(out.view(torch.int16), want_out.view(torch.int16)), f"out ({what})"
+
+    for run in ("eager 1", "eager 2"):
+        out.view(torch.uint8).fill_(0xFF)
+        ws.view(torch.uint8).fill_(0xFF)
+        op(*args, ulysses_degree=p, out=out, workspace=ws)
+        same(run)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        op(*args, ulysses_degree=p, out=out, workspace=ws)
+    for run in ("replay 1", "replay 2"):
+        out.view(torch.uint8).fill_(0xFF)
+        ws.view(torch.uint8).fill_(0xFF)
+        graph.replay()
+        same(run)
+
+
+def test_bf16_pre_attention_epilogue_setting(rng, monkeypatch):
+    """An unknown pre_attention.BF16_EPILOGUE is refused with the forms it accepts."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "BF16_EPILOGUE", "cols")
+    with pytest.raises(ValueError, match=r"BF16_EPILOGUE: expected one of \('rows', 'heads'\)"):
+        check_pre_attention_bf16(257, (8,), rng)
+
+
 @pytest.mark.parametrize("index_dtype", (np.int32, np.int64))
 @pytest.mark.parametrize("m", (129, 4097))
 def test_bf16_pre_attention_positions(m, index_dtype, rng):

@@ -1,5 +1,6 @@
 // minimax_h3_bf16_pre_attention, launch 2 of 2 (SPEC.md section 3): the QKV GEMM on the sm_90a
-// engine with the pre-attention epilogue. Launch 1 is the prologue (prologue.cu) writing `a`.
+// engine with the pre-attention epilogue. Launch 1 is the prologue (prologue.cu) writing `a`; the
+// single-launch kernels (_fused, ProNormRowsBf16 below) write `a` themselves.
 //
 // Columns are in engine order [kind, head, dim] (kind 0 Q, 1 K, 2 V; 56 heads of 128), so a
 // 128-column slice of a tile is exactly one (kind, head). Per row and head of Q and K:
@@ -19,20 +20,47 @@
 #include "h3/gemm_sm90.cuh"
 #include "h3/numeric.cuh"
 #include "h3/pre_attention.cuh"
+#include "h3/ready_rows.cuh"
+#include "h3/reduce.cuh"
 
 namespace h3 {
 
 // The BF16 op's epilogue: the math, then the Ulysses pack. Head hd of the tile goes to destination
 // head / hp, slot head % hp, kind, dims 64 * box ...
+// kHeads (pre_attention.BF16_EPILOGUE = "heads", 256-column tiles): one head at a time, so that
+// head 0's store pass (its TMA store reading the staging buffer) runs while head 1's math does
+// and pass 1's wait for pass 0's reads finds them done; the default ("rows") runs both heads'
+// math first, row half by row half, then both store passes.
+template <bool kHeads = false>
 struct EpiPreAttnBf16 {
   PreAttnMath math;
   const TmaDesc* desc_out;
+
+  // The TMA store of 64-column box `box` of head `head` (of `kind`) at rows row0..
+  H3_DEVICE void store_box(int kind, int head, int box, int row0, const u8* src) const {
+    const int hp = math.hp;
+    tma_store_3d(desc_out, src, (head % hp) * 384 + kind * kPaHeadDim + 64 * box, row0, head / hp);
+  }
 
   template <int kAcc>
   H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg) const {
     int p[2];
     PaOperands o;
     math.positions(row0, p);
+    if constexpr (kHeads) {
+      static_assert(kAcc == 128 && kStagingBoxes == 2, "two heads, one 128-column pass each");
+      const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
+      auto store = [&](int hd, int box, const u8* src) {
+        store_box(kind, head0 + hd, box, row0, src);
+      };
+      math.template apply<false, 2, 0>(d, col0, o, p);
+      store_fragment_bf16<kAcc, decltype(store), kStagingBoxes, true, 0, 1>(d, staging, wg,
+                                                                            store);
+      math.template apply<false, 2, 1>(d, col0, o, p);
+      store_fragment_bf16<kAcc, decltype(store), kStagingBoxes, true, 1, 2>(d, staging, wg,
+                                                                            store);
+      return;
+    }
     // Each row's RoPE operands are loaded at the start of its math (kLoad = 2). Loading the
     // second row's during the first row's math (kLoad = 1, as the FP8 kernels) left 24 bytes in
     // local memory once the engine's loop state moved to uniform registers (session 20); loaded
@@ -45,11 +73,8 @@ struct EpiPreAttnBf16 {
     math.template apply<false, 1>(d, col0, o, p);
 #endif
     const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
-    const int hp = math.hp;
     store_fragment_bf16(d, staging, wg, [&](int hd, int box, const u8* src) {
-      const int head = head0 + hd;
-      tma_store_3d(desc_out, src, (head % hp) * 384 + kind * kPaHeadDim + 64 * box, row0,
-                   head / hp);
+      store_box(kind, head0 + hd, box, row0, src);
     });
   }
 };
@@ -96,6 +121,156 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_bf16_mma_smxx(
   gemm_mma_tma_body<0, Epi, false, MtSm120Scratch>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
 }
 
+// The single-launch form (pre_attention.BF16_FUSED_PROLOGUE, 128 x 256 tiles in clusters): the
+// prologue's rows of `a` (SPEC section 2) written inside the GEMM launch and published per
+// 128-row tile (h3/ready_rows.cuh), as the FP8 out_proj quantizes its activation in its launch
+// (out_proj.cu's ProQuantRowsFp8, whose structure this follows):
+// * the rows that the first round of tiles reads (r0, the engine's count) by the consumer warps
+//   of the whole grid before their first tile (232 registers: many loads in flight);
+// * the rest by the three spare warps of every producer warpgroup, one warp per row, in
+//   increasing row order across the grid, ahead of the tile order (no shared memory: the bf16
+//   ring leaves 1.8 KiB free, so each row is read twice through L2 instead of staged).
+// The arithmetic and the reduction order are prologue.cu's, so `a` has the prologue's bits:
+// virtual thread t = 32 j + lane (j < 11, t < 336) sums the squares of its 16 columns
+// [16 t, 16 t + 16) in sequence, each virtual warp j's partials go through warp_sum, and the 11
+// warp totals through a second warp_sum (block_sum's order); then per element
+//   n = bf16((x * rstd) * w),  s1 = bf16(scale[i] + 1),  a = bf16(fma(n, s1, shift[i])),
+// a = 0 for the whole row when i is outside [0, rows) (no table address is formed then).
+// Never deadlocks: the writers wait on nothing, and every CTA of the (persistent, fully resident)
+// grid runs them whatever its tiles wait for.
+struct ProNormRowsBf16 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at launch; M
+  const bf16_t* __restrict__ x;       // [M, 5376]
+  const bf16_t* __restrict__ w;       // [5376]
+  const bf16_t* __restrict__ scale;   // [rows, table_stride]
+  const bf16_t* __restrict__ shift;
+  i64 table_stride, rows;
+  const void* __restrict__ index;     // int32 / int64 [M]
+  int index_is_64;
+  float eps;
+  bf16_t* a;                          // [M, 5376]: written here, read by the engine's TMA
+
+  static constexpr int kK = 5376;
+  static constexpr int kT = kK / 16;         // prologue.cu's threads per row: 336
+  static constexpr int kJ = (kT + 31) / 32;  // its warps: 11
+  static constexpr int kQ = kK / 8 / 32;     // 16-byte chunks per lane in the second pass: 21
+  static_assert(kK % 256 == 0, "whole 16-byte chunks per lane");
+  // Batches (loads in flight): spare warps (40 registers) 2 virtual warps / 1 chunk, consumers
+  // 11 / 7.
+  static constexpr int kSpareU = 2, kSpareV = 1, kConsU = 11, kConsV = 7;
+
+  struct X2 {
+    uint4 v[2];
+  };
+  struct Chunk {
+    uint4 x, w, sc, sh;
+  };
+
+  // use(load(i), i) for i = 0..n-1, kB loads in flight: whole batches, then the rest one at a time.
+  template <int kB, class L, class U>
+  H3_DEVICE static void batched(int n, const L& load, const U& use) {
+    using T = decltype(load(0));
+    int i = 0;
+#pragma unroll 1
+    for (; i + kB <= n; i += kB) {
+      T v[kB];
+#pragma unroll
+      for (int u = 0; u < kB; ++u) v[u] = load(i + u);
+#pragma unroll
+      for (int u = 0; u < kB; ++u) use(v[u], i + u);
+    }
+#pragma unroll 1
+    for (; i < n; ++i) use(load(i), i);
+  }
+
+  // Row r by the calling warp.
+  template <int kU, int kV>
+  H3_DEVICE void row(int r) const {
+    const int lane = threadIdx.x % 32;
+    const bf16_t* xr = x + static_cast<i64>(r) * kK;
+    // 1. Sum of squares (DRAM), in prologue.cu's order; lane j keeps virtual warp j's total.
+    float tot = 0.f;
+    batched<kU>(
+        kJ,
+        [&](int j) {
+          const int t = 32 * j + lane;
+          X2 v{};
+          if (t < kT) {
+            v.v[0] = ld16(xr + 16 * t);
+            v.v[1] = ld16(xr + 16 * t + 8);
+          }
+          return v;
+        },
+        [&](const X2& v, int j) {
+          float f[16];
+          unpack_bf16x8(v.v[0], *reinterpret_cast<float(*)[8]>(&f[0]));
+          unpack_bf16x8(v.v[1], *reinterpret_cast<float(*)[8]>(&f[8]));
+          float ss = 0.f;
+#pragma unroll
+          for (int e = 0; e < 16; ++e) ss = fmaf(f[e], f[e], ss);
+          ss = warp_sum(ss);
+          if (lane == j) tot = ss;
+        });
+    const float sum = warp_sum(lane < kJ ? tot : 0.f);
+    const float rstd = rsqrtf(__fdiv_rn(sum, static_cast<float>(kK)) + eps);
+    // 2. Normalize and modulate (x again from L2, the weight and the table rows L2 / L1 hits).
+    const i64 i = index_is_64 ? static_cast<const i64*>(index)[r] : static_cast<const int*>(index)[r];
+    const bool valid = i >= 0 && i < rows;
+    const i64 toff = valid ? i * table_stride : 0;  // NOTE: the guard: row 0's address otherwise
+    bf16_t* ar = a + static_cast<i64>(r) * kK;
+    batched<kV>(
+        kQ,
+        [&](int q) {
+          const int c = 8 * (lane + 32 * q);
+          Chunk v{};
+          v.x = ld16(xr + c);
+          v.w = ld16(w + c);
+          if (valid) {
+            v.sc = ld16(scale + toff + c);
+            v.sh = ld16(shift + toff + c);
+          }
+          return v;
+        },
+        [&](const Chunk& v, int q) {
+          float xf[8], wf[8], scf[8], shf[8];
+          unpack_bf16x8(v.x, xf);
+          unpack_bf16x8(v.w, wf);
+          unpack_bf16x8(v.sc, scf);
+          unpack_bf16x8(v.sh, shf);
+          u32 o[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            bf16_t h[2];
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+              const int el = 2 * e + k;
+              const float n = round_bf16((xf[el] * rstd) * wf[el]);
+              const float s1 = round_bf16(scf[el] + 1.f);
+              h[k] = valid ? f32_to_bf16(__fmaf_rn(n, s1, shf[el])) : bf16_t{0};
+            }
+            o[e] = pack_bf16x2(h[0], h[1]);
+          }
+          st16(ar + 8 * (lane + 32 * q), make_uint4(o[0], o[1], o[2], o[3]));
+        });
+    count_row(r, lane == 0, [] { __syncwarp(); });
+  }
+
+  H3_DEVICE void spare(int wp, int r0, u8*) const {
+    const int workers = gridDim.x * 3;
+    [[maybe_unused]] u64 t0 = 0;
+    [[maybe_unused]] int rows_done = 0;
+    H3_PROBE_NOW(t0);
+    for (int r = r0 + blockIdx.x * 3 + (wp - 1); r < M; r += workers) {
+      row<kSpareU, kSpareV>(r);
+      ++rows_done;
+    }
+    probe_spare(threadIdx.x % 32 == 0, t0, rows_done);  // (a worker: one warp)
+  }
+
+  H3_DEVICE void consumers(int worker, int workers, int r0) const {
+    for (int r = worker; r < r0; r += workers) row<kConsU, kConsV>(r);
+  }
+};
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define H3_CLUSTER_X2 __cluster_dims__(2, 1, 1)
 #else
@@ -109,17 +284,50 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_bf16_mma_smxx(
       const bf16_t *__restrict__ cs, int cs_rows, const void *__restrict__ pos, int pos_is_64, \
       float qk_eps, int hp, float *tail_part, u32 *tail_count, int tail_splits
 
-// Large M: clusters of two CTAs (B multicast), 128 x 256 tiles = two heads.
+// Large M: clusters of two CTAs (B multicast), 128 x 256 tiles = two heads; the _heads kernel
+// with the one-head-at-a-time epilogue (EpiPreAttnBf16<true>).
+#define H3_PA_BF16_X2(kHeads)                                                                      \
+  using Epi = EpiPreAttnBf16<kHeads>;                                                              \
+  const Epi epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};                \
+  gemm_sm90_body<0, 256, 0, 2, Epi, false, NoProducerHooks, 2, false, true>(                       \
+      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits})
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_bf16_x2_sm90(H3_PA_PARAMS) {
-  const EpiPreAttnBf16 epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};
-  gemm_sm90_body<0, 256, 0, 2, EpiPreAttnBf16, false, NoProducerHooks, 2, false, true>(
-      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});
+  H3_PA_BF16_X2(false);
 }
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
+    pre_attention_bf16_x2_heads_sm90(H3_PA_PARAMS) {
+  H3_PA_BF16_X2(true);
+}
+#undef H3_PA_BF16_X2
+
+// The single-launch forms (ProNormRowsBf16): the prologue's operands and `a` as well.
+#define H3_PA_FUSED_PARAMS                                                                    \
+  H3_PA_PARAMS, const bf16_t *__restrict__ x, const bf16_t *__restrict__ x_w,                 \
+      const bf16_t *__restrict__ ada_scale, const bf16_t *__restrict__ ada_shift,             \
+      long long table_stride, long long rows, const void *__restrict__ ada_index,             \
+      int index_is_64, float eps, bf16_t *a_out, u32 *tile_rows
+#define H3_PA_BF16_X2_FUSED(kHeads)                                                                \
+  using Epi = EpiPreAttnBf16<kHeads>;                                                              \
+  const Epi epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};                \
+  const ProNormRowsBf16 pro{{tile_rows, M}, x,   x_w,         ada_scale, ada_shift, table_stride,  \
+                            rows,           ada_index, index_is_64, eps,       a_out};             \
+  gemm_sm90_body<0, 256, 0, 2, Epi, false, ProNormRowsBf16, 2, false, true>(                       \
+      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, pro, 1, {tail_part, tail_count, tail_splits})
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
+    pre_attention_bf16_x2_fused_sm90(H3_PA_FUSED_PARAMS) {
+  H3_PA_BF16_X2_FUSED(false);
+}
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
+    pre_attention_bf16_x2_fused_heads_sm90(H3_PA_FUSED_PARAMS) {
+  H3_PA_BF16_X2_FUSED(true);
+}
+#undef H3_PA_BF16_X2_FUSED
+#undef H3_PA_FUSED_PARAMS
 
 // M <= 256: single CTAs, 128 x 128 tiles = one head.
 __global__ void __launch_bounds__(384, 1) pre_attention_bf16_sm90(H3_PA_PARAMS) {
-  const EpiPreAttnBf16 epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};
-  gemm_sm90_body<0, 128, 0, 1, EpiPreAttnBf16, false, NoProducerHooks, 2, false, true>(
+  const EpiPreAttnBf16<> epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};
+  gemm_sm90_body<0, 128, 0, 1, EpiPreAttnBf16<>, false, NoProducerHooks, 2, false, true>(
       desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits});
 }
 

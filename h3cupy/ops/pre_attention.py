@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from ..core import arch, checks, interop, jit
-from ..core.launch import f32, i32, launch, ptr
+from ..core.launch import f32, i32, i64, launch, ptr
 from . import gemm
 from .prologue import D, check_prologue_inputs, launch_prologue
 
@@ -33,6 +35,9 @@ PRE_ATTENTION = jit.ModuleSpec(
     "kernels/pre_attention.cu",
     (
         "h3::pre_attention_bf16_x2_sm90",
+        "h3::pre_attention_bf16_x2_heads_sm90",
+        "h3::pre_attention_bf16_x2_fused_sm90",
+        "h3::pre_attention_bf16_x2_fused_heads_sm90",
         "h3::pre_attention_bf16_sm90",
         "h3::pre_attention_bf16_mma_smxx",
     ),
@@ -77,6 +82,23 @@ FP8_MMA_FORM = -1
 #: * ``"m128"``: 128 x 128 tiles, two consumer warpgroups, in clusters of two.
 FP8_TILE = "n192"
 FP8_TILES = ("n192", "m192", "m128")
+#: The BF16 op's epilogue on its 128 x 256 tiles (M > 256, sm_90a), a module setting so that tests
+#: and benchmarks can run both forms in one process:
+#:
+#: * ``"rows"`` (the default): both heads' Q/K RMSNorm and RoPE, row half by row half, then the
+#:   two 128-column store passes through the warpgroup's 16 KiB staging buffer, the second pass
+#:   waiting for the first pass's TMA store to have read it.
+#: * ``"heads"`` (session 23, compile- and SASS-checked, not yet run on a GPU): one head at a
+#:   time, head 1's math running while head 0's store reads the buffer. The same bits.
+BF16_EPILOGUE = "rows"
+BF16_EPILOGUES = ("rows", "heads")
+#: The BF16 op on sm_90a at M > 256 in one launch (session 23; compile- and SASS-checked, not yet
+#: run on a GPU, so off by default): the GEMM kernel writes `a` itself (the prologue's rows, the
+#: same bits) behind per-128-row-tile ready counters, the first round's rows by the consumer
+#: warps before their first tile and the rest by the spare producer warps (kernels/
+#: pre_attention.cu, ProNormRowsBf16), instead of a prologue launch before it. False: the prologue
+#: launch, then the GEMM.
+BF16_FUSED_PROLOGUE = False
 #: Whether BACKEND = "auto" gives the NVFP4 op its Hopper path (bf16 wgmma on dequantized
 #: operands) on sm_90a; False runs the in-register emulation (a correctness vehicle) there.
 #: True since the Hopper path passed on the H200 (2026-12-01, tests/test_pre_attention_gpu.py).
@@ -198,22 +220,47 @@ def minimax_h3_bf16_pre_attention(
         launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
         _launch_mma(at, qkv, qn, kn, cs, s_rows, pt, qk_eps, hp, ot, m, target)
         return interop.export(ot)
+    if BF16_EPILOGUE not in BF16_EPILOGUES:
+        raise ValueError(
+            f"pre_attention.BF16_EPILOGUE: expected one of {BF16_EPILOGUES}, got "
+            f'{BF16_EPILOGUE!r}; set one of them ("rows" is the default)'
+        )
     cluster = 2 if m > 256 else 1
+    fused = cluster == 2 and bool(BF16_FUSED_PROLOGUE)
     if cluster == 1:
         tile_n, name = 128, "h3::pre_attention_bf16_sm90"
     else:
-        tile_n, name = 256, "h3::pre_attention_bf16_x2_sm90"
+        form = ("_fused" if fused else "") + ("_heads" if BF16_EPILOGUE == "heads" else "")
+        tile_n, name = 256, f"h3::pre_attention_bf16_x2{form}_sm90"
     kernel = jit.get_kernel(PRE_ATTENTION, name, target)
     smem = gemm.wgmma_smem_bytes(tile_n)
     # the last partial round split over k (gemm.TAIL_SPLIT), its counters and partials in
     # scratch of the op's own (per stream; per capture inside a CUDA graph); their zeroing goes
     # before the prologue, so that the prologue and the GEMM are adjacent kernels in the stream
-    # (the GEMM's programmatic launch overlaps the prologue's tail: launch.PDL)
-    plan = gemm.tail_plan(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev, D * 2 // 128)
+    # (the GEMM's programmatic launch overlaps the prologue's tail: launch.PDL). The single-launch
+    # form's ready counters (one word per 128-row tile) go first in the same scratch.
+    ready = -(-m // 128) if fused else 0
+    k_tiles = D * 2 // 128
+    plan = gemm.tail_plan(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev, k_tiles, ready=ready)
     buf = gemm.plan_workspace(plan, None, dev, [xt], "")
-    # Launch 1: the prologue writes a.
-    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
-    # Launch 2: the QKV GEMM with the pre-attention epilogue.
+    extra: tuple = ()
+    if fused:  # the GEMM launch writes a itself
+        extra = (
+            ptr(xt),
+            ptr(wt),
+            ptr(st),
+            ptr(ht),
+            i64(stride),
+            i64(rows),
+            ptr(it),
+            i32(1 if it.fmt == "int64" else 0),
+            f32(eps),
+            ptr(at),
+            np.uint64(buf.data.ptr),
+        )
+    else:  # Launch 1: the prologue writes a.
+        launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
+    # Launch 2 (or the only one): the QKV GEMM with the pre-attention epilogue.
     desc_a = gemm._tensor_map(at.ptr, "bfloat16", D, m, D * 2, 128)
     desc_b = gemm._tensor_map(qkv.ptr, "bfloat16", D, QKV_ROWS, D * 2, tile_n // cluster)
     desc_out = _pack_map(ot.ptr, m, p, hp)
@@ -236,8 +283,10 @@ def minimax_h3_bf16_pre_attention(
             f32(qk_eps),
             i32(hp),
             *gemm.tail_args(plan, buf),
+            *extra,
         ),
-        tensors=[t for t in (xt, at, qkv, qn, kn, cs, pt, ot) if t is not None],
+        tensors=[t for t in (xt, at, qkv, qn, kn, cs, pt, ot) if t is not None]
+        + ([wt, st, ht, it] if fused else []),
         smem=smem,
         pdl=True,
     )

@@ -964,9 +964,10 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 // boxes and swizzle and clips past its edges). Before a pass overwrites the buffer, that thread
 // waits for the previous stores to have read it.
 // kWaitRead = false: the first pass skips the wait for earlier stores' reads (a buffer that the
-// caller knows no pending store reads).
+// caller knows no pending store reads). Passes [kP0, kP1) only (kP1 < 0: to the last), so that a
+// caller can run other work between passes (a pass's wait then reads as the earlier pass's).
 template <int kBoxCols, int kAcc, class StoreBox, int kBoxes = kStagingBoxes,
-          bool kWaitRead = true>
+          bool kWaitRead = true, int kP0 = 0, int kP1 = -1>
 H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, int bar_id,
                                          const StoreBox& store) {
   static_assert(kBoxCols == 64 || kBoxCols == 32, "64- or 32-column boxes");
@@ -980,7 +981,8 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
   const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
   const u32 base = smem_addr(staging);
 #pragma unroll
-  for (int p = 0; p < (kGroups + kPass - 1) / kPass; ++p) {
+  for (int p = kP0; p < (kP1 < 0 ? (kGroups + kPass - 1) / kPass : kP1); ++p) {
+    if (p * kPass >= kGroups) break;
     if (tid == 0 && (kWaitRead || p > 0)) bulk_wait_read();
     named_barrier_sync(bar_id, 128);
 #pragma unroll
@@ -1011,10 +1013,12 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
 
 // 64-column boxes (the tensor map: 64 x 64 boxes, 128B swizzle); store(pass, box, src), box 0 ..
 // kBoxes - 1 (passes of 64 kBoxes columns).
-template <int kAcc, class StoreBox, int kBoxes = kStagingBoxes, bool kWaitRead = true>
+template <int kAcc, class StoreBox, int kBoxes = kStagingBoxes, bool kWaitRead = true,
+          int kP0 = 0, int kP1 = -1>
 H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_id,
                                    const StoreBox& store) {
-  store_fragment_bf16_boxes<64, kAcc, StoreBox, kBoxes, kWaitRead>(d, staging, bar_id, store);
+  store_fragment_bf16_boxes<64, kAcc, StoreBox, kBoxes, kWaitRead, kP0, kP1>(d, staging, bar_id,
+                                                                           store);
 }
 
 // 32-column boxes for fragments whose width is a whole number of 32 but not of 64 columns (a

@@ -84,10 +84,14 @@ struct PreAttnMath {
   // row's are loaded here, so that they arrive during the first row's math (loaded with the
   // first, they spilled the three-warpgroup FP8 kernel); 2, each row's are loaded here at the
   // start of its math (the BF16 kernel: with any loaded by the caller, ptxas spilled three words
-  // of the 256-column kernel, session 20).
-  template <bool kRounded, int kLoad, int kAcc>
+  // of the 256-column kernel, session 20). kHead >= 0: only that head of the fragment (nothing
+  // when the fragment has fewer heads), so that a caller can store one head while the next one's
+  // math runs; with kLoad = 2 each call loads its rows' operands again (L1 hits).
+  template <bool kRounded, int kLoad, int kHead = -1, int kAcc>
   H3_DEVICE void apply(float (&d)[kAcc], int col0, PaOperands& o, const int (&p)[2]) const {
     constexpr int kHeads = kAcc / 64;  // 128-column heads in the tile
+    static_assert(kHead < 0 || kLoad != 1, "one head at a time: kLoad 0 or 2");
+    if constexpr (kHead >= kHeads) return;
     const int kind = col0 / kPaKindCols, q4 = threadIdx.x % 4;
     if (kind >= 2) return;
     const bf16_t* g = kind == 0 ? q_w : k_w;
@@ -95,7 +99,7 @@ struct PreAttnMath {
     for (int h = 0; h < 2; ++h) {
       if (kLoad == 2 || (kLoad == 1 && h == 1)) load_half(o, p, col0, h);
 #pragma unroll
-      for (int hd = 0; hd < kHeads; ++hd) {
+      for (int hd = kHead < 0 ? 0 : kHead; hd < (kHead < 0 ? kHeads : kHead + 1); ++hd) {
         auto at = [&](int jj, int e) -> float& { return d[4 * (16 * hd + jj) + 2 * h + e]; };
         float ss = 0.f;
 #pragma unroll
