@@ -102,13 +102,23 @@ def run_one(
     from ops_fp8 import with_setting  # benchmarks/ is the script's directory
 
     from h3cupy.core import launch
-    from h3cupy.ops import gemm
+    from h3cupy.ops import gemm, pre_attention
 
     fns = {
         "h3": lambda i: h3(),
-        # A/B forms in the same run: the tail split off, the programmatic dependent launch on
+        # A/B forms in the same run: the tail split off, the programmatic dependent launch on,
+        # the one-head-at-a-time epilogue (pre_attention.BF16_EPILOGUE)
         "h3_no_tail": with_setting(gemm, "TAIL_SPLIT", False, lambda i: h3()),
         "h3_pdl": with_setting(launch, "PDL", True, lambda i: h3()),
+        "h3_heads": with_setting(pre_attention, "BF16_EPILOGUE", "heads", lambda i: h3()),
+        # the single-launch form (pre_attention.BF16_FUSED_PROLOGUE), with either epilogue
+        "h3_fused": with_setting(pre_attention, "BF16_FUSED_PROLOGUE", True, lambda i: h3()),
+        "h3_fused_heads": with_setting(
+            pre_attention,
+            "BF16_FUSED_PROLOGUE",
+            True,
+            with_setting(pre_attention, "BF16_EPILOGUE", "heads", lambda i: h3()),
+        ),
         "eager": lambda i: torch_chain(*chain_args),
         "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
     }
@@ -170,7 +180,12 @@ def main() -> None:
         )
         print(
             f"   without the tail split {row['h3_no_tail_ms']:.3f} ms; with the programmatic"
-            f" launch {row['h3_pdl_ms']:.3f} ms"
+            f" launch {row['h3_pdl_ms']:.3f} ms; the epilogue one head at a time"
+            f" {row['h3_heads_ms']:.3f} ms"
+        )
+        print(
+            f"   one launch (the prologue in the GEMM launch) {row['h3_fused_ms']:.3f} ms,"
+            f" with the one-head epilogue {row['h3_fused_heads_ms']:.3f} ms"
         )
         if "sustained_speedup_vs_compiled" in row:
             print(

@@ -31,7 +31,11 @@ instead of 8 (-DH3_GROUP_M; session 11 timed them within +-2% in graph replays, 
 ``rows``: the single-launch FP8 out_proj and the MLP (whose FC2 runs the out_proj's kernel) with
 the spare warps' rows loaded through L1 by each warp, as before session 22 (-DH3_FUSED_LDG_ROWS;
 the default stages each row in shared memory by a bulk copy), and the plain FP8 O GEMM as a
-control that the define does not touch ("default N x faster" above 1.0 favours the default).
+control that the define does not touch ("default N x faster" above 1.0 favours the default);
+``fg4``: the BF16 pre-attention's single-launch form (pre_attention.BF16_FUSED_PROLOGUE) and
+its default with the tile order's first group 4 M-tile pairs instead of 8 (-DH3_FIRST_GROUP_M=4:
+1024 first-round rows written by the consumers instead of 2048; the spare rows' deadline then
+0.87 rounds per row instead of 1.71).
 ``--energy`` adds bench_graphs' sustained windows: clock cycles and energy per call.
 """
 
@@ -56,6 +60,7 @@ AB = {
     "group16": (("H3_GROUP_M=16",), True),
     "group32": (("H3_GROUP_M=32",), True),
     "rows": (("H3_FUSED_LDG_ROWS=1",), False),
+    "fg4": (("H3_FIRST_GROUP_M=4",), False),
 }
 
 
@@ -76,7 +81,11 @@ def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
             f"h3::out_proj_fp8{f}{c}_sm90" for f in ("", "_fused") for c in ("_x2", "_n192")
         ],
         mlp.MLP: ["h3::mlp_fc1_fp8_x2_sm90", "h3::mlp_fc1_fp8_n192_sm90"],
-        pre_attention.PRE_ATTENTION: ["h3::pre_attention_bf16_x2_sm90"],
+        pre_attention.PRE_ATTENTION: [
+            "h3::pre_attention_bf16_x2_sm90",
+            "h3::pre_attention_bf16_x2_heads_sm90",
+            "h3::pre_attention_bf16_x2_fused_sm90",
+        ],
         pre_attention.PRE_ATTENTION_FP8: [
             "h3::pre_attention_fp8_n192_sm90<0>",
             "h3::pre_attention_fp8_m192_x2_sm90<0>",
@@ -92,16 +101,25 @@ def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
     }
 
 
-def bf16_pre_attention_form(m: int):
-    """The BF16 pre-attention at M (P = 1 layout), as benchmarks/pre_attention.py builds it."""
+def bf16_pre_attention_form(m: int, epilogue: str = "rows", fused: bool = False):
+    """The BF16 pre-attention at M (P = 1 layout), as benchmarks/pre_attention.py builds it, with
+    the epilogue form ``epilogue`` (pre_attention.BF16_EPILOGUE), in one launch with ``fused``
+    (pre_attention.BF16_FUSED_PROLOGUE)."""
+    from ops_fp8 import with_setting
     from pre_attention import op_inputs
 
+    from h3cupy.ops import pre_attention
     from h3cupy.ops.pre_attention import minimax_h3_bf16_pre_attention
 
     args, out, ws = op_inputs(m, 1, np.random.default_rng(0))
-    return lambda i: minimax_h3_bf16_pre_attention(
-        *args[:9], ulysses_degree=1, out=out, workspace=ws
-    )
+
+    def fn(i):
+        minimax_h3_bf16_pre_attention(*args[:9], ulysses_degree=1, out=out, workspace=ws)
+
+    fn = with_setting(pre_attention, "BF16_FUSED_PROLOGUE", fused, fn)
+    fn = with_setting(pre_attention, "BF16_EPILOGUE", epilogue, fn)
+    fn.out = out  # the A/B compares the bytes of both builds
+    return fn
 
 
 def bf16_gemm_form(m: int, n: int, k: int):
@@ -243,6 +261,9 @@ def main() -> None:
                     f, *_ = forms(op, m)
                     cases[op] = f["h3"]
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
+            elif args.ab == "fg4":
+                cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
+                cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
             elif args.ab in ("uniform", "tiles"):
                 for op in ("out_proj", "mlp", "pre_attention"):
                     f, *_ = forms(op, m)
@@ -316,6 +337,8 @@ def main() -> None:
         f, *_ = forms("mlp", m)
         cases["mlp_fc1"] = f["h3"]  # FC2 runs out_proj.cu's kernel: reported as out_proj_*
         cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
+        cases["bf16_pre_attention_heads"] = bf16_pre_attention_form(m, "heads")
+        cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
         cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
         cases["bf16_gemm_o"] = bf16_gemm_form(m, 5376, 7168)
         # the plain FP8 engine on the pre-attention's product (its 128 x 192 tiles, unpaired)
