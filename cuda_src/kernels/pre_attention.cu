@@ -135,7 +135,8 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_bf16_mma_smxx(
 // [16 t, 16 t + 16) in sequence, each virtual warp j's partials go through warp_sum, and the 11
 // warp totals through a second warp_sum (block_sum's order); then per element
 //   n = bf16((x * rstd) * w),  s1 = bf16(scale[i] + 1),  a = bf16(fma(n, s1, shift[i])),
-// a = 0 for the whole row when i is outside [0, rows) (no table address is formed then).
+// a = 0 for the whole row when i is outside [0, rows) (written without reading x or forming a
+// table address).
 // Never deadlocks: the writers wait on nothing, and every CTA of the (persistent, fully resident)
 // grid runs them whatever its tiles wait for.
 struct ProNormRowsBf16 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at launch; M
@@ -154,9 +155,9 @@ struct ProNormRowsBf16 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at laun
   static constexpr int kJ = (kT + 31) / 32;  // its warps: 11
   static constexpr int kQ = kK / 8 / 32;     // 16-byte chunks per lane in the second pass: 21
   static_assert(kK % 256 == 0, "whole 16-byte chunks per lane");
-  // Batches (loads in flight): spare warps (40 registers) 2 virtual warps / 1 chunk, consumers
-  // 11 / 7.
-  static constexpr int kSpareU = 2, kSpareV = 1, kConsU = 11, kConsV = 7;
+  // Batches (loads in flight): spare warps (40 registers) 3 virtual warps (6 loads) / 1 chunk
+  // (4 loads); 4 / 1 and 3 / 2 spilled (32-64 bytes, NVRTC 12.9). Consumers 11 / 7.
+  static constexpr int kSpareU = 3, kSpareV = 1, kConsU = 11, kConsV = 7;
 
   struct X2 {
     uint4 v[2];
@@ -186,6 +187,14 @@ struct ProNormRowsBf16 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at laun
   template <int kU, int kV>
   H3_DEVICE void row(int r) const {
     const int lane = threadIdx.x % 32;
+    bf16_t* ar = a + static_cast<i64>(r) * kK + 8 * lane;
+    const i64 i = index_is_64 ? static_cast<const i64*>(index)[r] : static_cast<const int*>(index)[r];
+    if (i < 0 || i >= rows) {  // an invalid index: the whole row 0 (no table address formed)
+#pragma unroll 1
+      for (int q = 0; q < kQ; ++q) st16(ar + 256 * q, make_uint4(0, 0, 0, 0));
+      count_row(r, lane == 0, [] { __syncwarp(); });
+      return;
+    }
     const bf16_t* xr = x + static_cast<i64>(r) * kK;
     // 1. Sum of squares (DRAM), in prologue.cu's order; lane j keeps virtual warp j's total.
     float tot = 0.f;
@@ -212,23 +221,17 @@ struct ProNormRowsBf16 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at laun
         });
     const float sum = warp_sum(lane < kJ ? tot : 0.f);
     const float rstd = rsqrtf(__fdiv_rn(sum, static_cast<float>(kK)) + eps);
-    // 2. Normalize and modulate (x again from L2, the weight and the table rows L2 / L1 hits).
-    const i64 i = index_is_64 ? static_cast<const i64*>(index)[r] : static_cast<const int*>(index)[r];
-    const bool valid = i >= 0 && i < rows;
-    const i64 toff = valid ? i * table_stride : 0;  // NOTE: the guard: row 0's address otherwise
-    bf16_t* ar = a + static_cast<i64>(r) * kK;
+    // 2. Normalize and modulate (x again from L2, the weight and the table rows L2 / L1 hits);
+    // lane l's chunk q holds columns 8 (l + 32 q) ..
+    const bf16_t* x8 = xr + 8 * lane;
+    const bf16_t* w8 = w + 8 * lane;
+    const bf16_t* sc8 = scale + i * table_stride + 8 * lane;
+    const bf16_t* sh8 = shift + i * table_stride + 8 * lane;
     batched<kV>(
         kQ,
         [&](int q) {
-          const int c = 8 * (lane + 32 * q);
-          Chunk v{};
-          v.x = ld16(xr + c);
-          v.w = ld16(w + c);
-          if (valid) {
-            v.sc = ld16(scale + toff + c);
-            v.sh = ld16(shift + toff + c);
-          }
-          return v;
+          return Chunk{ld16(x8 + 256 * q), ld16(w8 + 256 * q), ld16(sc8 + 256 * q),
+                       ld16(sh8 + 256 * q)};
         },
         [&](const Chunk& v, int q) {
           float xf[8], wf[8], scf[8], shf[8];
@@ -238,18 +241,14 @@ struct ProNormRowsBf16 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at laun
           unpack_bf16x8(v.sh, shf);
           u32 o[4];
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            bf16_t h[2];
-#pragma unroll
-            for (int k = 0; k < 2; ++k) {
-              const int el = 2 * e + k;
-              const float n = round_bf16((xf[el] * rstd) * wf[el]);
-              const float s1 = round_bf16(scf[el] + 1.f);
-              h[k] = valid ? f32_to_bf16(__fmaf_rn(n, s1, shf[el])) : bf16_t{0};
-            }
-            o[e] = pack_bf16x2(h[0], h[1]);
+          for (int e = 0; e < 4; ++e) {  // (round_bf16x2: each half as round_bf16 rounds it)
+            float n0 = (xf[2 * e] * rstd) * wf[2 * e], n1 = (xf[2 * e + 1] * rstd) * wf[2 * e + 1];
+            float s0 = scf[2 * e] + 1.f, s1 = scf[2 * e + 1] + 1.f;
+            round_bf16x2(n0, n1);
+            round_bf16x2(s0, s1);
+            o[e] = cvt_bf16x2(__fmaf_rn(n0, s0, shf[2 * e]), __fmaf_rn(n1, s1, shf[2 * e + 1]));
           }
-          st16(ar + 8 * (lane + 32 * q), make_uint4(o[0], o[1], o[2], o[3]));
+          st16(ar + 256 * q, make_uint4(o[0], o[1], o[2], o[3]));
         });
     count_row(r, lane == 0, [] { __syncwarp(); });
   }
