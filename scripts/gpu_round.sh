@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s23-a|s22-g|s22-f|s22-e|s22-d|s22-c|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s23-b|s23-a|s22-g|s22-f|s22-e|s22-d|s22-c|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -119,12 +119,11 @@ case "$MODE" in
   s23-a)  # prepared in session 23 (no GPU lent then): the BF16 pre-attention's two new forms,
           # the epilogue one head at a time (pre_attention.BF16_EPILOGUE = "heads": head 1's
           # math under head 0's store pass) and the single launch (BF16_FUSED_PROLOGUE: the
-          # GEMM kernel writes a itself behind ready counters), their GPU tests and the
+          # GEMM kernel writes a itself behind ready counters): their GPU tests and the
           # default's on the wgmma back end, the epilogue's time per tile and the fused form's
-          # mainloop (probe), then the op's benchmark at the four centres and P = 1 once more
-          # (h3_heads, h3_fused, h3_fused_heads and the tail split's A/B beside the default);
-          # and the fused form with a first group of 4 M-tile pairs (probe_engine.py --ab fg4)
-    run 400 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_pre_attention_gpu.py \
+          # mainloop (probe), and the fused form with a first group of 4 M-tile pairs
+          # (probe_engine.py --ab fg4). Then s23-b.
+    run 300 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_pre_attention_gpu.py \
       -k "test_bf16_pre_attention and not mma_backend"
     smi_start
     run 100 "$OUT/probe.log" python3 scripts/probe_engine.py --m 4824 38592 --reps 5 \
@@ -132,7 +131,12 @@ case "$MODE" in
       --json "$OUT/probe_engine.json"
     run 100 "$OUT/ab.log" python3 scripts/probe_engine.py --ab fg4 --m 4824 38592 --reps 20 \
       --json "$OUT/ab_fg4.json"
-    run 300 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 1 --reps 30 \
+    smi_stop
+    ;;
+  s23-b)  # after s23-a: the op's benchmark at the four centres and P = 1 once more, h3_heads,
+          # h3_fused, h3_fused_heads and the tail split's A/B beside the default in each
+    smi_start
+    run 420 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 1 --reps 30 \
       --json "$OUT/bench_pre_attention.json"
     smi_stop
     ;;

@@ -9,6 +9,10 @@ Ulysses pack, in two launches.
    ``(rope_cos_sin, rope_positions)`` pair, V pass-through, and stores the destination-major pack
    ``out[h // hp, m, h % hp, kind, d]`` with TMA.
 
+With :data:`BF16_FUSED_PROLOGUE` (off by default, not yet run on a GPU) step 1 runs inside the
+GEMM launch on sm_90a at M > 256: the kernel writes ``a`` itself (the same bits) behind
+per-128-row-tile ready counters kept in the op's scratch.
+
 No host sync and no per-call allocation when ``workspace`` is given (the engine's tail split,
 :data:`h3cupy.ops.gemm.TAIL_SPLIT`, keeps its few-MB scratch per stream, made on a stream's first
 call and grown for a larger M, and per capture inside a CUDA graph: :mod:`h3cupy.core.workspace`);
