@@ -85,6 +85,7 @@ def run_one(
     t: int = T,
     breakdown: bool = False,
     energy: bool = False,
+    fused: bool = True,
 ) -> dict:
     import torch
 
@@ -107,21 +108,22 @@ def run_one(
     fns = {
         "h3": lambda i: h3(),
         # A/B forms in the same run: the tail split off, the programmatic dependent launch on,
-        # the one-head-at-a-time epilogue (pre_attention.BF16_EPILOGUE)
+        # the one-head-at-a-time epilogue (pre_attention.BF16_EPILOGUE); below, the single-launch
+        # form (pre_attention.BF16_FUSED_PROLOGUE) with either epilogue
         "h3_no_tail": with_setting(gemm, "TAIL_SPLIT", False, lambda i: h3()),
         "h3_pdl": with_setting(launch, "PDL", True, lambda i: h3()),
         "h3_heads": with_setting(pre_attention, "BF16_EPILOGUE", "heads", lambda i: h3()),
-        # the single-launch form (pre_attention.BF16_FUSED_PROLOGUE), with either epilogue
-        "h3_fused": with_setting(pre_attention, "BF16_FUSED_PROLOGUE", True, lambda i: h3()),
-        "h3_fused_heads": with_setting(
+        "eager": lambda i: torch_chain(*chain_args),
+        "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
+    }
+    if fused:
+        fns["h3_fused"] = with_setting(pre_attention, "BF16_FUSED_PROLOGUE", True, lambda i: h3())
+        fns["h3_fused_heads"] = with_setting(
             pre_attention,
             "BF16_FUSED_PROLOGUE",
             True,
             with_setting(pre_attention, "BF16_EPILOGUE", "heads", lambda i: h3()),
-        ),
-        "eager": lambda i: torch_chain(*chain_args),
-        "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
-    }
+        )
     if compiled is not None:
         compiled(*chain_args)  # compile outside the capture
         fns["compiled"] = lambda i: compiled(*chain_args)
@@ -147,6 +149,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument(
+        "--no-fused", action="store_true", help="leave out the single-launch forms (h3_fused*)"
+    )
+    ap.add_argument(
         "--energy",
         action="store_true",
         help="also replay each form back to back (1 s windows, twice) sampling NVML: sustained"
@@ -169,7 +174,9 @@ def main() -> None:
     compiled = None if args.no_compile else torch.compile(torch_chain, dynamic=False)
     results = []
     for p in args.p:
-        row = run_one(p, rng, compiled, args.reps, args.t, args.breakdown, args.energy)
+        row = run_one(
+            p, rng, compiled, args.reps, args.t, args.breakdown, args.energy, not args.no_fused
+        )
         results.append(row)
         nan = float("nan")
         print(
@@ -183,10 +190,11 @@ def main() -> None:
             f" launch {row['h3_pdl_ms']:.3f} ms; the epilogue one head at a time"
             f" {row['h3_heads_ms']:.3f} ms"
         )
-        print(
-            f"   one launch (the prologue in the GEMM launch) {row['h3_fused_ms']:.3f} ms,"
-            f" with the one-head epilogue {row['h3_fused_heads_ms']:.3f} ms"
-        )
+        if "h3_fused_ms" in row:
+            print(
+                f"   one launch (the prologue in the GEMM launch) {row['h3_fused_ms']:.3f} ms,"
+                f" with the one-head epilogue {row['h3_fused_heads_ms']:.3f} ms"
+            )
         if "sustained_speedup_vs_compiled" in row:
             print(
                 f"   sustained: h3 {row['h3_sustained_ms']:.3f} ms at "
