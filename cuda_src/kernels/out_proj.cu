@@ -460,15 +460,7 @@ struct ProQuantRowsFp8 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at laun
       spare_staged(r0, smem);
       return;
     }
-    const int workers = gridDim.x * 3;
-    [[maybe_unused]] u64 t0 = 0;
-    [[maybe_unused]] int rows_done = 0;
-    H3_PROBE_NOW(t0);
-    for (int r = r0 + blockIdx.x * 3 + (w - 1); r < M; r += workers) {
-      row<kSpareU, kSpareV>(r);
-      ++rows_done;
-    }
-    probe_spare(threadIdx.x % 32 == 0, t0, rows_done);  // (a worker: one warp)
+    spare_warp_rows(w, r0, [&](int r) { row<kSpareU, kSpareV>(r); });
   }
 
   H3_DEVICE void consumers(int worker, int workers, int r0) const {

@@ -27,9 +27,9 @@ import functools
 import numpy as np
 
 from ..core import arch, checks, interop, jit
-from ..core.launch import f32, i32, i64, launch, ptr
+from ..core.launch import f32, i32, launch, ptr
 from . import gemm
-from .prologue import D, check_prologue_inputs, launch_prologue
+from .prologue import D, check_prologue_inputs, launch_prologue, operand_args
 
 HEADS, HEAD_DIM, ROPE_COLS = 56, 128, 96
 QKV_ROWS = 3 * HEADS * HEAD_DIM  # 21504
@@ -250,13 +250,7 @@ def minimax_h3_bf16_pre_attention(
     extra: tuple = ()
     if fused:  # the GEMM launch writes a itself
         extra = (
-            ptr(xt),
-            ptr(wt),
-            ptr(st),
-            ptr(ht),
-            i64(stride),
-            i64(rows),
-            ptr(it),
+            *operand_args(xt, wt, st, ht, it, rows, stride),
             i32(1 if it.fmt == "int64" else 0),
             f32(eps),
             ptr(at),

@@ -112,6 +112,13 @@ def check_prologue_inputs(
     return xt, wt, st, ht, it, rows, stride
 
 
+def operand_args(xt, wt, st, ht, it, rows, stride) -> tuple:
+    """The prologue's operands as kernel arguments, in the order its kernels take them (the
+    prologue kernel, and the BF16 pre-attention's single-launch kernels): x, the norm weight,
+    the two tables, their row stride and row count, the index."""
+    return (ptr(xt), ptr(wt), ptr(st), ptr(ht), i64(stride), i64(rows), ptr(it))
+
+
 def launch_prologue(xt, wt, st, ht, it, rows, stride, eps, out_format, at, qt, sct, gt) -> None:
     """Launch the prologue kernel on checked operands (see :func:`norm_adaln`; the ops call this
     after validating all of their inputs, so that a bad argument never leaves half the work
@@ -127,13 +134,7 @@ def launch_prologue(xt, wt, st, ht, it, rows, stride, eps, out_format, at, qt, s
         min(m, ctas * arch.sm_count(dev)),
         _THREADS,
         (
-            ptr(xt),
-            ptr(wt),
-            ptr(st),
-            ptr(ht),
-            i64(stride),
-            i64(rows),
-            ptr(it),
+            *operand_args(xt, wt, st, ht, it, rows, stride),
             f32(eps),
             i64(m),
             ptr(at),
