@@ -129,6 +129,9 @@ def run_one(
         fns["compiled"] = lambda i: compiled(*chain_args)
     times = bench_graphs(fns, reps=reps, energy=energy)
     row = {"P": p, "M": m, "T": t, **{f"{k}_ms": v["median_ms"] for k, v in times.items()}}
+    # each form's spread over the rounds (at P = 1 the forms' medians have moved by 4-10% from
+    # run to run: the spread says how much of a difference one run can resolve)
+    row["spread_ms"] = {k: [v["min_ms"], v["max_ms"]] for k, v in times.items()}
     row.update(sustained_fields(times))
     if breakdown:
         from ops_fp8 import kernel_breakdown  # benchmarks/ is the script's directory
