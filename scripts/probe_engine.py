@@ -32,10 +32,11 @@ instead of 8 (-DH3_GROUP_M; session 11 timed them within +-2% in graph replays, 
 the spare warps' rows loaded through L1 by each warp, as before session 22 (-DH3_FUSED_LDG_ROWS;
 the default stages each row in shared memory by a bulk copy), and the plain FP8 O GEMM as a
 control that the define does not touch ("default N x faster" above 1.0 favours the default);
-``fg4``: the BF16 pre-attention's single-launch form (pre_attention.BF16_FUSED_PROLOGUE) and
-its default with the tile order's first group 4 M-tile pairs instead of 8 (-DH3_FIRST_GROUP_M=4:
-1024 first-round rows written by the consumers instead of 2048; the spare rows' deadline then
-0.87 rounds per row instead of 1.71).
+``fg4`` / ``fg2``: the BF16 pre-attention's single-launch form (pre_attention.BF16_FUSED_PROLOGUE)
+and its default with the tile order's first group 4 / 2 M-tile pairs instead of 8
+(-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
+scripts/spare_rows_model.py puts the spare rows' smallest slack at ~190 / ~40 us). Another order
+puts other tiles in the tail split's last round, so "same bytes" may read False there.
 ``--energy`` adds bench_graphs' sustained windows: clock cycles and energy per call.
 """
 
@@ -61,6 +62,7 @@ AB = {
     "group32": (("H3_GROUP_M=32",), True),
     "rows": (("H3_FUSED_LDG_ROWS=1",), False),
     "fg4": (("H3_FIRST_GROUP_M=4",), False),
+    "fg2": (("H3_FIRST_GROUP_M=2",), False),
 }
 
 
@@ -261,7 +263,7 @@ def main() -> None:
                     f, *_ = forms(op, m)
                     cases[op] = f["h3"]
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
-            elif args.ab == "fg4":
+            elif args.ab in ("fg4", "fg2"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
             elif args.ab in ("uniform", "tiles"):
