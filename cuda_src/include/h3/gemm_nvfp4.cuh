@@ -70,7 +70,8 @@ H3_DEVICE void gemm_nvfp4_body(const TmaDesc& desc_a, const TmaDesc& desc_b,
   u8* scratch = smem + kStages * kStageBytes;
   u64* full = reinterpret_cast<u64*>(scratch + kScratch);
   u64* empty = full + kStages;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q4 = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  [[maybe_unused]] const int q4 = lane % 4;  // (the block-scale bytes of the sm_90a emulation)
   const int k_tiles = k_bytes / kBK;
   const int row_groups = (N + 127) / 128;
   const TileOrder order{(M + kNvBM - 1) / kNvBM, (N + kNvBN - 1) / kNvBN, 16};

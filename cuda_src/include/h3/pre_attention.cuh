@@ -171,7 +171,6 @@ struct MmaPreAttnMath {
                        u8* scratch) const {
     const int lane = threadIdx.x % 32, q4 = lane % 4, warp = threadIdx.x / 32;
     const int kind = col0 / kPaKindCols;
-    const int head = (col0 % kPaKindCols) / kPaHeadDim + wn / kPaHeadDim;
     const int half = (wn / 64) % 2;  // columns [64 half, 64 half + 64) of the head
     // (mi, h) -> local row wm + 16 mi + lane / 4 + 8 h; (ni, e) -> head dim 64 half + 8 ni + 2 q4 + e
     if (kind < 2) {
