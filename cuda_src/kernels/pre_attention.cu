@@ -16,6 +16,7 @@
 // Output: the destination-major Ulysses pack out[P, M, hp, 3, 128], hp = 56 / P, written by TMA
 // through a 3-D tensor map (x = hp * 384 columns, y = M rows, z = P) in 64 x 64 x 1 boxes, which
 // clips rows past M inside each destination slice.
+#include "h3/adaln.cuh"
 #include "h3/gemm_mma_tma.cuh"
 #include "h3/gemm_sm90.cuh"
 #include "h3/numeric.cuh"
@@ -211,16 +212,10 @@ struct ProNormRowsBf16 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at laun
         },
         [&](const X2& v, int j) {
           float f[16];
-          unpack_bf16x8(v.v[0], *reinterpret_cast<float(*)[8]>(&f[0]));
-          unpack_bf16x8(v.v[1], *reinterpret_cast<float(*)[8]>(&f[8]));
-          float ss = 0.f;
-#pragma unroll
-          for (int e = 0; e < 16; ++e) ss = fmaf(f[e], f[e], ss);
-          ss = warp_sum(ss);
+          const float ss = warp_sum(sum_squares_bf16x16(v.v[0], v.v[1], f));
           if (lane == j) tot = ss;
         });
-    const float sum = warp_sum(lane < kJ ? tot : 0.f);
-    const float rstd = rsqrtf(__fdiv_rn(sum, static_cast<float>(kK)) + eps);
+    const float rstd = rmsnorm_rstd(warp_sum(lane < kJ ? tot : 0.f), kK, eps);
     // 2. Normalize and modulate (x again from L2, the weight and the table rows L2 / L1 hits);
     // lane l's chunk q holds columns 8 (l + 32 q) ..
     const bf16_t* x8 = xr + 8 * lane;
@@ -277,11 +272,14 @@ struct ProNormRowsBf16 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at laun
 
 // Large M: clusters of two CTAs (B multicast), 128 x 256 tiles = two heads; the _heads kernel
 // with the one-head-at-a-time epilogue (EpiPreAttnBf16<true>).
-#define H3_PA_BF16_X2(kHeads)                                                                      \
+// H3_PA_BF16_X2_BODY(kHeads, Pro, pro): the engine on 128 x 256 tile pairs with the epilogue
+// EpiPreAttnBf16<kHeads> and the producer hooks `pro` (of type Pro).
+#define H3_PA_BF16_X2_BODY(kHeads, Pro, pro)                                                        \
   using Epi = EpiPreAttnBf16<kHeads>;                                                              \
   const Epi epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};                \
-  gemm_sm90_body<0, 256, 0, 2, Epi, false, NoProducerHooks, 2, false, true>(                       \
-      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, {}, 1, {tail_part, tail_count, tail_splits})
+  gemm_sm90_body<0, 256, 0, 2, Epi, false, Pro, 2, false, true>(                                   \
+      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, pro, 1, {tail_part, tail_count, tail_splits})
+#define H3_PA_BF16_X2(kHeads) H3_PA_BF16_X2_BODY(kHeads, NoProducerHooks, NoProducerHooks{})
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_bf16_x2_sm90(H3_PA_PARAMS) {
   H3_PA_BF16_X2(false);
 }
@@ -298,12 +296,9 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
       long long table_stride, long long rows, const void *__restrict__ ada_index,             \
       int index_is_64, float eps, bf16_t *a_out, u32 *tile_rows
 #define H3_PA_BF16_X2_FUSED(kHeads)                                                                \
-  using Epi = EpiPreAttnBf16<kHeads>;                                                              \
-  const Epi epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};                \
   const ProNormRowsBf16 pro{{tile_rows, M}, x,   x_w,         ada_scale, ada_shift, table_stride,  \
                             rows,           ada_index, index_is_64, eps,       a_out};             \
-  gemm_sm90_body<0, 256, 0, 2, Epi, false, ProNormRowsBf16, 2, false, true>(                       \
-      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, pro, 1, {tail_part, tail_count, tail_splits})
+  H3_PA_BF16_X2_BODY(kHeads, ProNormRowsBf16, pro)
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
     pre_attention_bf16_x2_fused_sm90(H3_PA_FUSED_PARAMS) {
   H3_PA_BF16_X2_FUSED(false);
@@ -314,6 +309,7 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
 }
 #undef H3_PA_BF16_X2_FUSED
 #undef H3_PA_FUSED_PARAMS
+#undef H3_PA_BF16_X2_BODY
 
 // M <= 256: single CTAs, 128 x 128 tiles = one head.
 __global__ void __launch_bounds__(384, 1) pre_attention_bf16_sm90(H3_PA_PARAMS) {

@@ -12,6 +12,7 @@
 // row at a time, each thread owns 16 consecutive columns (one NVFP4 block), so K must be a
 // multiple of 16.
 // The table row address is formed only for a valid index (device-side guard).
+#include "h3/adaln.cuh"
 #include "h3/numeric.cuh"
 #include "h3/quant.cuh"
 #include "h3/reduce.cuh"
@@ -116,15 +117,8 @@ __global__ void __launch_bounds__(PrologueShape<kK>::kThreads, H3_PROLOGUE_MIN_C
 
     // 2. Sum of squares in fp32 (per-thread sequential, then a fixed shuffle tree).
     float xf[16];
-    unpack_bf16x8(cur.x[0], *reinterpret_cast<float(*)[8]>(&xf[0]));
-    unpack_bf16x8(cur.x[1], *reinterpret_cast<float(*)[8]>(&xf[8]));
-    float ss = 0.f;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) ss = fmaf(xf[i], xf[i], ss);
-    ss = block_sum<Shape::kWarps>(ss, red);
-    // NOTE: ss / K is an IEEE division (--prec-div=true); rsqrtf is the MUFU approximation, as
-    // upstream. The host reference computes rstd in float64; the two differ by ~1 ulp of fp32.
-    const float rstd = rsqrtf(__fdiv_rn(ss, static_cast<float>(kK)) + eps);
+    const float ss = block_sum<Shape::kWarps>(sum_squares_bf16x16(cur.x[0], cur.x[1], xf), red);
+    const float rstd = rmsnorm_rstd(ss, kK, eps);
 
     // 3. Normalize and modulate; an invalid index zeroes the whole row.
     float a[16];
