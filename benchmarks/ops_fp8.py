@@ -344,6 +344,8 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
                     h3 = with_setting(pre_attention, "FP8_TILE", tile, fns["h3"])
                     fns[f"h3_tile_{tile}"] = h3
         fns["h3_no_tail"] = tail_split(fns["h3"], False)
+        # the n192 pairs with their tail split (session 24, pre_attention.FP8_PAIR_TAIL_SPLIT)
+        fns["h3_pair_tail"] = with_setting(pre_attention, "FP8_PAIR_TAIL_SPLIT", True, fns["h3"])
         args = (x, w, scale, shift, idx, wq, ws, qn, kn, cs)
         chain = chain_pre
         a_in, s_in = fp8_rows(torch.randn(m, D, device="cuda").bfloat16())
@@ -541,6 +543,7 @@ def run(
         "h3_two_launch",
         "h3_no_quant",
         "h3_no_tail",
+        "h3_pair_tail",
         "h3_pdl",
         "engine",
         "h3_emulation",
@@ -625,6 +628,7 @@ def main() -> None:
                 "h3_two_launch_ms": "the quantization as a launch of its own",
                 "h3_no_quant_ms": "that form without its quantization launch",
                 "h3_no_tail_ms": "without the tail split",
+                "h3_pair_tail_ms": "with the pairs' tail split",
                 "h3_pdl_ms": "with the programmatic launch",
             }
             extra = [f"{v} {row[k]:.3f} ms" for k, v in forms.items() if k in row]

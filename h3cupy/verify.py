@@ -405,12 +405,14 @@ def check_pre_attention_fp8(
     *,
     max_ref_rows: int = 160,
     graph: bool = False,
+    extra_rows=(),
 ) -> list[Check]:
     """``minimax_h3_fp8_pre_attention`` against the reference that consumes the kernel's own
     quantized activation (SPEC §8, FP8/NVFP4 ops): ``|out - ref| <= 1e-2 + 1e-2*mag +
     2*ulp_bf16(mag)`` (mag with the RoPE partner on Q/K dims [0, 96)), plus one code step of the
     output format in "e4m3" / "nvfp4" modes (compared as decoded values); NVFP4 output scales
-    within one ue4m3 code. Scalars mix Python floats and device arrays."""
+    within one ue4m3 code. Scalars mix Python floats and device arrays. ``extra_rows``: rows
+    checked beside the random sample (e.g. the tiles of a tail split)."""
     import cupy
 
     from .ops.pre_attention import minimax_h3_fp8_pre_attention
@@ -448,7 +450,7 @@ def check_pre_attention_fp8(
         )
 
     res = run()
-    rows = sample_rows(m, max_ref_rows, rng)
+    rows = np.union1d(sample_rows(m, max_ref_rows, rng), np.asarray(extra_rows, np.int64))
     aq = download(act_q)[rows]
     asc = download(act_scale)[rows]
     ref = reference.minimax_h3_fp8_pre_attention(

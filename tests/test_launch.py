@@ -143,6 +143,102 @@ def test_tail_plan_layout(monkeypatch):
     assert gemm.tail_plan(None, 4824, 5376, 192, 2, 0, 0, 56).words == 0
 
 
+class _PairTailModel:
+    """A host mirror of the engine's decode for N-tile pairs with the tail split (h3/gemm_sm90.cuh:
+    TileOrder, whole(), tsplit(), pair_iter), for the FP8 pre-attention's n192 pairs (M-tiles of
+    128 rows, 56 pairs of 192-column tiles, groups of 8 M-tiles)."""
+
+    def __init__(self, m, clusters, splits, k_tiles, group=8):
+        self.num_m, self.num_n, self.group = -(-m // 128), 56, group
+        self.count = self.num_m * self.num_n
+        self.clusters, self.k_tiles = clusters, k_tiles
+        self.ts = max(splits, 1)
+        self.whole = self.count - self.count % clusters if self.ts > 1 else self.count
+
+    def tile(self, t):  # TileOrder::tile
+        first = (t // (self.group * self.num_n)) * self.group
+        gm = min(self.num_m - first, self.group)
+        local = t - first * self.num_n
+        return first + local % gm, local // gm
+
+    def pair_iter(self, c, k):  # (pair, sub, kt0, nk, tail) or None: gemm_sm90_body's pair_iter
+        pair = c + (k >> 1) * self.clusters
+        if pair < self.whole:
+            return pair, k & 1, 0, self.k_tiles, False
+        j = k - 2 * (self.whole // self.clusters)
+        if self.ts < 2 or j > 2 or c >= (self.count - self.whole) * self.ts:
+            return None
+        s = c % self.ts
+        kt0 = s * self.k_tiles // self.ts
+        nk = (s + 1) * self.k_tiles // self.ts - kt0 if j < 2 else 0
+        return self.whole + c // self.ts, j, kt0, nk, True
+
+
+@pytest.mark.parametrize("resident", (132, 114, 78))
+def test_pair_tail_split_covers_each_k_tile_once(resident, monkeypatch):
+    """The FP8 pre-attention's n192 pairs with the tail split (pre_attention.FP8_PAIR_TAIL_SPLIT):
+    with the host's plan (gemm.tail_plan in 384-column units) and the kernel's decode (mirrored
+    above), every k-tile of every 128 x 192 tile is computed exactly once; every whole pair's two
+    tiles run back to back on one CTA; every tail pair gets one arrival per k-range on its
+    counter, each writing both tiles' partials into its own slot inside the plan's partials, then
+    an empty third iteration (the finish), so that one warpgroup runs both of the pair's
+    epilogues. At M = 4824 on 132 CTAs: 2128 pairs = 16 x 132 + 16, the 16 in 4 k-ranges."""
+    from h3cupy.ops import gemm
+
+    monkeypatch.setattr(gemm, "_engine_resident", lambda k, cluster, smem, dev, wg: resident)
+    monkeypatch.setattr(gemm, "TAIL_SPLIT", True)
+    k_tiles = 5376 // 128
+    ms = [257, 385, 2100, 4097, 4824, 5200, 9648, 19296, 38592] + list(range(300, 12000, 397))
+    split_seen = 0
+    for m in ms:
+        plan = gemm.tail_plan(None, m, 21504, 384, 1, 0, 0, k_tiles, wg=2)
+        model = _PairTailModel(m, plan.grid, plan.splits, k_tiles)
+        assert plan.grid == min(
+            resident, model.count + (model.count - model.whole) * (model.ts - 1)
+        )
+        if plan.splits > 1:
+            split_seen += 1
+            assert model.whole % plan.grid == 0 and model.count - model.whole <= plan.grid
+        left = model.count - model.whole
+        done = np.zeros((model.num_m, 2 * model.num_n, k_tiles), np.int32)
+        arrivals = np.zeros(max(left, 1), np.int32)
+        slots = set()
+        for c in range(plan.grid):
+            k, prev = 0, None
+            while (it := model.pair_iter(c, k)) is not None:
+                pair, sub, kt0, nk, tail = it
+                mt, pn = model.tile(pair)
+                if sub < 2:
+                    done[mt, 2 * pn + sub, kt0 : kt0 + nk] += 1
+                if not tail:
+                    assert sub == k % 2 and (sub == 0 or prev[0] == pair)
+                else:
+                    assert model.whole <= pair < model.count and (nk == 0) == (sub == 2)
+                    tp, s = pair - model.whole, c % model.ts
+                    assert sub == 0 or prev[:2] == (pair, sub - 1)  # tile 0, tile 1, the finish
+                    if sub < 2:
+                        slot = (2 * tp + sub) * model.ts + s
+                        assert slot not in slots
+                        slots.add(slot)
+                    if sub == 1:
+                        arrivals[tp] += 1
+                prev = (pair, sub, tail)
+                k += 1
+            # a CTA's iterations end with a whole pair's second tile or a tail unit's finish
+            assert prev is None or prev[1] == (2 if prev[2] else 1)
+        assert (done == 1).all(), (m, np.argwhere(done != 1)[:4])
+        if plan.splits > 1:
+            assert (arrivals[:left] == model.ts).all()
+            # the partials hold 2 * left * S fragments of 2 warpgroups x 64 x 192 fp32
+            assert max(slots) < 2 * left * model.ts
+            assert plan.words - plan.part == 2 * left * model.ts * 2 * 64 * 192
+            assert plan.part - plan.count >= left * 2  # a counter per pair and warpgroup
+    assert split_seen >= 5
+    if resident == 132:
+        p = gemm.tail_plan(None, 4824, 21504, 384, 1, 0, 0, k_tiles, wg=2)
+        assert (p.splits, p.grid) == (4, 132)
+
+
 def test_flags_helpers():
     """The workspace_flags lengths: at least one ready flag per 128-row tile (more on sm_90a,
     where the tail split's counters and partials follow); exactly that without a GPU, where the

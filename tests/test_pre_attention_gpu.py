@@ -282,6 +282,91 @@ def test_fp8_pre_attention_no_tail_split(tile, m, rng, monkeypatch):
     assert_passed(results)
 
 
+# The n192 pairs' tail split (pre_attention.FP8_PAIR_TAIL_SPLIT): the last R pairs of the tile
+# order run in S k-ranges (tests/test_launch.py mirrors the decode). Where they fall, on 132 CTAs
+# (groups of 8 M-tiles, the M index cycling fastest): M = 2100, 17 M-tiles x 56 = 952 pairs =
+# 7 x 132 + 28, the last 28 pairs of the lone last M-tile (rows 2048-2099, K heads 28-55 and V),
+# 4 k-ranges; M = 4824, 16 pairs of M-tiles 32-37 (rows 4096-4823, V heads), 4 k-ranges; M = 5200,
+# 41 x 56 = 2296 = 17 x 132 + 52, pairs 4-55 of M-tile 40 (rows 5120-5199: Q, K and V), 2
+# k-ranges. The rows of those tiles are checked beside the random sample.
+_PAIR_TAIL_ROWS = {2100: (2048, 1), 4824: (4096, 9), 5200: (5120, 1)}
+
+
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+@pytest.mark.parametrize("m", sorted(_PAIR_TAIL_ROWS))
+def test_fp8_pre_attention_pair_tail_split(m, out_mode, rng, monkeypatch):
+    """The default "n192" pairs with their tail split (kernel pre_attention_fp8_n192_tail_sm90):
+    each head position of a pair (whole in a tile, straddling both through the stash) in the
+    split pairs, whose two epilogues one warpgroup runs after summing the k-ranges' partials."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", True)
+    lo, step = _PAIR_TAIL_ROWS[m]
+    results = check_pre_attention_fp8(m, out_mode, rng, extra_rows=np.arange(lo, m, step))
+    assert_passed(results)
+
+
+@pytest.mark.parametrize("m", (2100, 5200))
+def test_fp8_pre_attention_pair_tail_split_graph(m, rng, monkeypatch):
+    """The split pairs with every output, workspace and device scalar supplied: a second eager
+    run and a CUDA-graph replay give the first run's bytes (the partials are summed in split
+    order, whichever k-range arrives last; the counters reset themselves and are zeroed per
+    launch)."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", True)
+    lo, step = _PAIR_TAIL_ROWS[m]
+    results = check_pre_attention_fp8(m, "bf16", rng, graph=True, extra_rows=np.arange(lo, m, step))
+    assert_passed(results)
+
+
+def test_fp8_pre_attention_pair_tail_split_elsewhere_same_bits(rng, monkeypatch):
+    """Outside the split pairs the _tail kernel gives the unsplit kernel's bits (the same
+    mainloop and epilogue on every whole pair), and inside them it differs from it at most in
+    the last bits of the sums: at M = 5200 the split pairs are columns 4 x 384 .. of rows
+    5120-5199, so every row below 5120 is bitwise the unsplit one."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops import pre_attention
+    from h3cupy.reference import inputs as ref_inputs
+    from h3cupy.testing import download, upload
+
+    _need_sm90()
+    m = 5200
+    host = ref_inputs.pre_attention_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
+    wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
+    dev = {k: upload(host[k]) for k in ref_inputs.QUANT_PRE_ATTENTION_KEYS}
+
+    def run():
+        res = pre_attention.minimax_h3_fp8_pre_attention(
+            dev["x"],
+            dev["x_norm_weight"],
+            dev["adaln_scale"],
+            dev["adaln_shift"],
+            dev["adaln_index"],
+            cupy.asarray(wq),
+            cupy.asarray(wsc),
+            dev["q_norm_weight"],
+            dev["k_norm_weight"],
+            dev["rope_cos_sin"],
+        )
+        return [download(t).view(np.uint16) for t in res[:3]]
+
+    base = run()
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", True)
+    split = run()
+    for name, a, b in zip("qkv", base, split, strict=True):
+        assert np.array_equal(a[:5120], b[:5120]), f"{name}: rows below the split pairs differ"
+        # columns 0 .. 4 x 384 of the last M-tile are whole pairs: bitwise equal too
+        flat_a, flat_b = a[5120:].reshape(80, -1), b[5120:].reshape(80, -1)
+        kind_col0 = "qkv".index(name) * 7168
+        whole_cols = max(0, 4 * 384 - kind_col0)
+        assert np.array_equal(flat_a[:, :whole_cols], flat_b[:, :whole_cols]), name
+
+
 def test_fp8_pre_attention_tile_setting(rng, monkeypatch):
     """An unknown pre_attention.FP8_TILE is refused with the forms it accepts."""
     from h3cupy.ops import pre_attention

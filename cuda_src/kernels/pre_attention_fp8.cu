@@ -69,14 +69,23 @@ H3_PA8_KERNEL(pre_attention_fp8_sm90, , 1, 2)
 // default tile (two m64n192 warpgroups) on single CTAs, each CTA running the two 192-column
 // tiles of a 384-column pair back to back so that the head straddling them goes through the
 // epilogue's 16 KiB stash per warpgroup (EpiPreAttnPair, around the one-head epilogue). No tail
-// split (kPairN excludes it).
-template <int kOut>
-__global__ void __launch_bounds__(384, 1) pre_attention_fp8_n192_sm90(H3_PA8_PARAMS) {
-  H3_PA8_EPI;
-  const EpiPreAttnPair<kOut> pair{epi};
-  gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPair<kOut>, false, NoProducerHooks, 2, false,
-                 false>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, pair);
-}
+// split; the _tail kernel has it (the host launches it when the plan splits, gemm.tail_plan):
+// the R pairs left for the grid's last round (at M = 4824: 2128 pairs = 16 x 132 + 16, so 16
+// pairs on 132 CTAs, ~5% of the launch) run in S k-ranges of both tiles on otherwise idle CTAs,
+// and each warpgroup's last arrival sums the partials and runs the pair's two epilogues
+// (h3/gemm_sm90.cuh, pair_iter).
+#define H3_PA8_N192(NAME, TAIL)                                                                \
+  template <int kOut>                                                                          \
+  __global__ void __launch_bounds__(384, 1) NAME(H3_PA8_PARAMS) {                              \
+    H3_PA8_EPI;                                                                                \
+    const EpiPreAttnPair<kOut> pair{epi};                                                      \
+    gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPair<kOut>, false, NoProducerHooks, 2,  \
+                   false, TAIL>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, pair, {}, 1,       \
+                                {tail_part, tail_count, tail_splits});                         \
+  }
+H3_PA8_N192(pre_attention_fp8_n192_sm90, false)
+H3_PA8_N192(pre_attention_fp8_n192_tail_sm90, true)
+#undef H3_PA8_N192
 
 #undef H3_PA8_KERNEL
 #undef H3_PA8_EPI

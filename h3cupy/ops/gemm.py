@@ -368,7 +368,9 @@ def engine_grid(
 TAIL_MAX_SPLITS = 4
 #: Split-K of the last partial round (h3/gemm_sm90.cuh TailSplit) in the engine kernels built
 #: with it: the FP8 out_proj's and the MLP's FC2 (gated residual), the BF16 pre-attention, the
-#: FP8 pre-attention (both tile heights), and the gemm_wgmma variants of :func:`wgmma_has_tail`.
+#: FP8 pre-attention (both tile heights; its n192 pairs with
+#: :data:`h3cupy.ops.pre_attention.FP8_PAIR_TAIL_SPLIT`), and the gemm_wgmma variants of
+#: :func:`wgmma_has_tail`.
 #: The tiles left over for the persistent grid's last round run as up to 4 k-ranges each on
 #: otherwise idle clusters, summed in a fixed order by the last to finish: bitwise the same run to
 #: run, eager or in a CUDA graph. On by default since session 9 (benchmarks/NOTES.md); its
@@ -396,11 +398,18 @@ def tail_split_grid(
     consumer warpgroups (tiles of 64 * wg rows)."""
     units = _engine_units(m, n, tile_n, cluster, wg)
     resident = _engine_resident(kernel, cluster, smem, device, wg)
+    s, clusters, r = tail_split_counts(units, resident, k_tiles)
+    return s, cluster * clusters, r
+
+
+def tail_split_counts(units: int, resident: int, k_tiles: int) -> tuple[int, int, int]:
+    """The arithmetic of :func:`tail_split_grid`: ``(splits, grid clusters, left)`` for ``units``
+    tiles (pairs) on ``resident`` clusters."""
     r = units % resident if units >= resident else units
     s = min(TAIL_MAX_SPLITS, resident // r, k_tiles // 4) if r else 1
     if s < 2:
-        return 1, cluster * min(units, resident), 0
-    return s, cluster * min(resident, units - r + r * s), r
+        return 1, min(units, resident), 0
+    return s, min(resident, units - r + r * s), r
 
 
 class TailPlan(NamedTuple):

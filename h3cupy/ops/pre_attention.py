@@ -51,7 +51,7 @@ PRE_ATTENTION_FP8 = jit.ModuleSpec(
     tuple(
         f"h3::pre_attention_fp8{c}_sm90<{mode}>"
         for mode in range(3)
-        for c in ("_x2", "_m192_x2", "_m192", "_n192", "")
+        for c in ("_x2", "_m192_x2", "_m192", "_n192", "_n192_tail", "")
     ),
 )
 OUT_MODES = ("bf16", "e4m3", "nvfp4")
@@ -76,16 +76,26 @@ FP8_MMA_FORM = -1
 #: setting, so that tests and benchmarks can run each form.
 #:
 #: * ``"n192"`` (the default since 2026-12-02): the engine's 128 x 192 tiles (two m64n192 consumer
-#:   warpgroups, single CTAs, no tail split), each CTA running a 384-column pair of them back to
-#:   back; the head that straddles a pair is finished from a 16 KiB shared-memory stash per
-#:   warpgroup (h3/pre_attention_wg.cuh, EpiPreAttnPair). Measured 4-8% faster than ``"m192"`` at
-#:   M = 4824 ... 38592 on the H200 (benchmarks/NOTES.md, session 13): m64n192 wgmmas run more
-#:   FLOP per µs than ``"m192"``'s m64n128.
+#:   warpgroups, single CTAs), each CTA running a 384-column pair of them back to back; the head
+#:   that straddles a pair is finished from a 16 KiB shared-memory stash per warpgroup
+#:   (h3/pre_attention_wg.cuh, EpiPreAttnPair); no tail split unless
+#:   :data:`FP8_PAIR_TAIL_SPLIT`. Measured 4-8% faster than ``"m192"`` at M = 4824 ... 38592 on
+#:   the H200 (benchmarks/NOTES.md, session 13): m64n192 wgmmas run more FLOP per µs than
+#:   ``"m192"``'s m64n128.
 #: * ``"m192"``: 192 x 128 tiles, three consumer warpgroups (one head each for 64 rows), in
 #:   clusters of :data:`h3cupy.ops.gemm.FP8_CLUSTER` CTAs (the default of sessions 8-12).
 #: * ``"m128"``: 128 x 128 tiles, two consumer warpgroups, in clusters of two.
 FP8_TILE = "n192"
 FP8_TILES = ("n192", "m192", "m128")
+#: The tail split (:data:`h3cupy.ops.gemm.TAIL_SPLIT`) for the FP8 op's ``"n192"`` pairs (session
+#: 24; compile- and SASS-checked, not yet run on a GPU, so off by default): the pairs left for
+#: the persistent grid's last round (at M = 4824, 2128 pairs = 16 rounds of 132 CTAs and 16 pairs
+#: more, ~5% of the launch with 116 CTAs idle) run as up to 4 k-ranges of both of their tiles on
+#: otherwise idle CTAs; each warpgroup's last arrival sums the partials in split order and runs
+#: the pair's two epilogues (kernel ``pre_attention_fp8_n192_tail_sm90``). The split tiles' sums
+#: differ from the unsplit ones in the last bits (fp32 partials added in another order), and are
+#: the same from run to run, eager or in a CUDA graph.
+FP8_PAIR_TAIL_SPLIT = False
 #: The BF16 op's epilogue on its 128 x 256 tiles (M > 256, sm_90a), a module setting so that tests
 #: and benchmarks can run both forms in one process:
 #:
@@ -542,12 +552,27 @@ def minimax_h3_fp8_pre_attention(
     descs = _qkv_out_maps(outs, out_mode, m)
     # the pairs' stash: 16 KiB per consumer warpgroup (EpiPreAttnPair::kVecBytes)
     smem = gemm.wgmma_smem_bytes(tile_n, wg=wg, vec=16384 if pairs else 0)
-    # the tail split (gemm.TAIL_SPLIT), its counters and partials in the op's scratch; the pairs'
-    # kernel is built without it. Zeroed before the prologue: the prologue and the GEMM are then
-    # adjacent kernels, and the GEMM's programmatic launch overlaps the prologue's tail.
+    # the tail split (gemm.TAIL_SPLIT), its counters and partials in the op's scratch. Zeroed
+    # before the prologue: the prologue and the GEMM are then adjacent kernels, and the GEMM's
+    # programmatic launch overlaps the prologue's tail. The pairs plan in 384-column units (a
+    # pair's two 192-column tiles: one counter per pair and warpgroup, two partial tiles per
+    # split unit, the layout of tail_split_words at tile_n = 384) and split in the _tail kernel.
     plan = gemm.tail_plan(
-        kernel, m, QKV_ROWS, tile_n, cluster, smem, dev, D // 128, split=not pairs, wg=wg
+        kernel,
+        m,
+        QKV_ROWS,
+        2 * tile_n if pairs else tile_n,
+        cluster,
+        smem,
+        dev,
+        D // 128,
+        split=FP8_PAIR_TAIL_SPLIT or not pairs,
+        wg=wg,
     )
+    if pairs and plan.splits > 1:
+        kernel = jit.get_kernel(
+            PRE_ATTENTION_FP8, f"h3::pre_attention_fp8_n192_tail_sm90<{mode}>", target
+        )
     buf = gemm.plan_workspace(plan, None, dev, [xt], "")
     # Launch 1: prologue with per-token FP8 of a.
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)

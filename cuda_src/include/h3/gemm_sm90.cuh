@@ -139,7 +139,9 @@ H3_MEMBER_OR(EpiStagingBoxes, kStagingBoxes)
 // back to back (the tile order is over those pairs; the column-tile count must be even), so an
 // epilogue can carry state from the first tile of a pair to the second through its vector area
 // (the FP8 pre-attention's 192-column tiles: a head straddles the pair's two tiles). Cooperative
-// schedule, single CTAs, no split-K, no tail split, no producer hooks.
+// schedule, single CTAs, no split-K. With the tail split (kTail), the last round's pairs run in
+// k-ranges of both tiles, and one warpgroup runs both of a pair's epilogues (gemm_sm90_body's
+// pair_iter).
 H3_MEMBER_OR(EpiPairN, kPairN)
 
 // 8 KiB boxes of epilogue staging per consumer warpgroup (without full staging): 2, stored in
@@ -380,8 +382,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   constexpr bool kPf = EpiPrefetches<Epi, false>::value;
   constexpr int kVec = EpiVecBytes<Epi, 0>::value;
   constexpr bool kPair = EpiPairN<Epi, false>::value;
-  static_assert(!kPair || (kCluster == 1 && !kPingPong && !kSplitK && !kTail),
-                "N-tile pairs: single CTAs, cooperative schedule, no split-K, no tail split");
+  static_assert(!kPair || (kCluster == 1 && !kPingPong && !kSplitK),
+                "N-tile pairs: single CTAs, cooperative schedule, no split-K");
   static_assert(kVec == 0 || (!kPingPong && !kSplitK), "epilogue vectors: cooperative, no split-K");
   static_assert(!kPf || !kPingPong, "epilogue prefetch: cooperative schedule only");
   static_assert(!kPingPong || kWG == 2, "ping-pong: two consumer warpgroups");
@@ -459,9 +461,43 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
            : kTail ? whole() + (order().count() - whole()) * tsplit()
                    : order().count();
   };
+  // kPair with the tail split (kTail and S = tsplit() > 1): CTA c's iterations k = 0, 1, ...
+  // run the order's whole() pairs as without it (pair c + (k / 2) clusters, N-tile k % 2); the
+  // R = count() - whole() pairs left for a last round run as R x S units, unit u on CTA u < R S
+  // (pair whole() + u / S, k-range u % S of both of its tiles), three iterations each after the
+  // CTA's whole pairs: sub 0 / 1 the k-range of N-tile 0 / 1, sub 2 an empty one (no k-tiles).
+  // The pair's last arrival runs N-tile 0's epilogue at sub 1 and N-tile 1's at sub 2, so one
+  // warpgroup carries the pair's stash from the first to the second, as in a whole pair.
+  // Whether iteration t exists; its pair, sub (0 / 1: the N-tile; 2: the finish), k-range
+  // [kt0, kt0 + nk) and whether it is a tail unit.
+  auto pair_iter = [&](int t, int& pair, int& sub, int& kt0, int& nk, bool& tl) -> bool {
+    const int k = (t - cluster_id) / clusters;
+    pair = cluster_id + (k >> 1) * clusters;
+    sub = k & 1;
+    kt0 = 0;
+    nk = k_tiles;
+    tl = false;
+    if (pair < whole()) return true;
+    const int ts = tsplit(), j = k - 2 * (whole() / clusters);
+    if (ts < 2 || j > 2 || cluster_id >= (order().count() - whole()) * ts) return false;
+    const int s = cluster_id % ts;
+    pair = whole() + cluster_id / ts;
+    sub = j;
+    tl = true;
+    kt0 = s * k_tiles / ts;
+    nk = j < 2 ? (s + 1) * k_tiles / ts - kt0 : 0;
+    return true;
+  };
   // Unit t of the persistent loop (both roles decode it alike): its tile (pair) index in the
   // grouped order, its k-range [kt0, kt0 + nk), and which of its tile's `parts` it is.
   auto unit = [&](int t, int& tile, int& kt0, int& nk, int& part) {
+    if constexpr (kPair && kTail) {
+      int sub;
+      bool tl;
+      pair_iter(t, tile, sub, kt0, nk, tl);
+      part = 0;
+      return;
+    }
     int parts = 1;
     part = 0;
     tile = t;
@@ -482,14 +518,24 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   // N-tile. kPair: the CTA's units 2i and 2i + 1 are the two N-tiles of its i-th pair (pair
   // cluster_id + i x clusters of the order).
   auto live = [&](int t) {
-    if constexpr (kPair) {
+    if constexpr (kPair && kTail) {
+      int pair, sub, kt0, nk;
+      bool tl;
+      return pair_iter(t, pair, sub, kt0, nk, tl);
+    } else if constexpr (kPair) {
       return cluster_id + (((t - cluster_id) / clusters) >> 1) * clusters < order().count();
     } else {
       return t < unit_count();
     }
   };
   auto tile_mn = [&](int t, int tile, int& mp, int& nt) {
-    if constexpr (kPair) {
+    if constexpr (kPair && kTail) {
+      int pair, sub, kt0, nk;
+      bool tl;
+      pair_iter(t, pair, sub, kt0, nk, tl);
+      order().tile(pair, mp, nt);
+      nt = 2 * nt + min(sub, 1);
+    } else if constexpr (kPair) {
       const int k = (t - cluster_id) / clusters;
       order().tile(cluster_id + (k >> 1) * clusters, mp, nt);
       nt = 2 * nt + (k & 1);
@@ -691,22 +737,25 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       int it = 0, tiles = 0;
       u8* my_staging = staging + (wg - 1) * (Cfg::kStagingBytes / kWG);
       [[maybe_unused]] u8* my_vec = vec_all + (wg - 1) * kVec;
-      // kTail: k-range s of the last round's split tile ti. Writes this warpgroup's partial,
-      // counts it, and returns true in the last of the S arrivals, with f replaced by the sum of
-      // the S partials in split order.
-      auto tail_sum = [&](float(&f)[Cfg::kAcc], int ti, int s) -> bool {
-        const int tid = threadIdx.x % 128;
-        auto slot = [&](int ss) {
-          return tail.part +
-                 (static_cast<i64>(((ti * tsplit() + ss) * kCluster + rank) * kWG + (wg - 1)) *
-                      (Cfg::kAcc / 2) * 128 + tid) * 2;
-        };
-        float* mine = slot(s);
+      // kTail: the last round's split tiles' partials (tail_sum below, in three parts for the
+      // pairs' tail, which writes two partials, N-tile 0's and 1's, per arrival).
+      // Partial ss of tail tile ti, this thread's first pair of values.
+      auto tail_slot = [&](int ti, int ss) {
+        return tail.part +
+               (static_cast<i64>(((ti * tsplit() + ss) * kCluster + rank) * kWG + (wg - 1)) *
+                    (Cfg::kAcc / 2) * 128 + threadIdx.x % 128) * 2;
+      };
+      // f as partial s of tail tile ti
+      auto tail_put = [&](const float(&f)[Cfg::kAcc], int ti, int s) {
+        float* mine = tail_slot(ti, s);
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc / 2; ++i) st_cg_f2(mine + 256 * i, f[2 * i], f[2 * i + 1]);
         __threadfence();
+      };
+      // This warpgroup's arrival on counter ci (after its partials): true in the last of S.
+      auto tail_arrive = [&](int ci) -> bool {
         bool last = false;
-        u32* cnt = tail.count + (ti * kCluster + rank) * kWG + (wg - 1);
+        u32* cnt = tail.count + (ci * kCluster + rank) * kWG + (wg - 1);
         named_barrier_sync(wg, 128);
         if (leader) {
           last = atomicAdd(cnt, 1u) == static_cast<u32>(tsplit() - 1);
@@ -715,10 +764,13 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         // (the barrier's result is the same in every thread; the shuffle tells ptxas so, as
         // the warpgroup index above: a branch on it would leave the loop divergent to ptxas)
 #ifndef H3_WG_DIVERGENT
-        if (!__shfl_sync(0xffffffffu, named_barrier_or(wg, 128, last), 0)) return false;
+        return __shfl_sync(0xffffffffu, named_barrier_or(wg, 128, last), 0) != 0;
 #else
-        if (!named_barrier_or(wg, 128, last)) return false;
+        return named_barrier_or(wg, 128, last);
 #endif
+      };
+      // f = the sum of tail tile ti's S partials (after the last arrival)
+      auto tail_get = [&](float(&f)[Cfg::kAcc], int ti) {
         __threadfence();
         // f = ((p_0 + p_1) + p_2) + ..., every partial (this thread's own too) read back from L2:
         // the fixed order makes the bits independent of which unit arrives last, and summing in
@@ -734,7 +786,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) f[i] = -0.f;  // -0 + x is x, bit for bit
         for (int ss = 0; ss < tsplit(); ++ss) {
-          const float* p = slot(ss);
+          const float* p = tail_slot(ti, ss);
 #pragma unroll
           for (int c = 0; c < kPairs; c += kChunk) {
 #pragma unroll
@@ -746,8 +798,18 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             if constexpr (kChunk < kPairs) __syncwarp();
           }
         }
+      };
+      // k-range s of split tile ti: writes this warpgroup's partial, counts it, and returns true
+      // in the last of the S arrivals, with f replaced by the sum of the S partials in split order.
+      auto tail_sum = [&](float(&f)[Cfg::kAcc], int ti, int s) -> bool {
+        tail_put(f, ti, s);
+        if (!tail_arrive(ti)) return false;
+        tail_get(f, ti);
         return true;
       };
+      // kPair && kTail: whether this warpgroup is its tail pair's last arrival (set at sub 1,
+      // read at sub 2)
+      [[maybe_unused]] bool pair_fin = false;
       // (the unit count is formed again at each test, from the opaque M: held across the
       // mainloop, it was the word ptxas spilled in the 192-row FP8 kernel with the tail split)
       H3_EP_STAMP(ep_start);
@@ -926,7 +988,28 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           // decode stays live across the mainloop.
           int tt = t;
           asm volatile("" : "+r"(tt));
-          if (tt >= whole()) {
+          if constexpr (kPair) {
+            int pair, sub, k0, n0;
+            bool tl;
+            pair_iter(tt, pair, sub, k0, n0, tl);
+            if (tl) {  // tail tiles 2 tp and 2 tp + 1, counter tp (see pair_iter)
+              const int tp = pair - whole();
+              if (sub < 2) tail_put(acc, 2 * tp + sub, cluster_id % tsplit());
+              if (sub == 0) continue;
+              if (sub == 1) {
+                pair_fin = tail_arrive(tp);
+                if (!pair_fin) continue;  // not the pair's last arrival
+                tail_get(acc, 2 * tp);
+                --nt;  // N-tile 0's epilogue (this iteration's k-range was N-tile 1's)
+              } else {
+                // (through a shuffle: branched on as it is, the flag carried across iterations
+                // made ptxas move the mainloop's stage and descriptor state to vector registers,
+                // 64 R2UR beside the wgmmas)
+                if (!__shfl_sync(0xffffffffu, pair_fin, 0)) continue;
+                tail_get(acc, 2 * tp + 1);
+              }
+            }
+          } else if (tt >= whole()) {
             int ti, k0, n0, pp;
             unit(tt, ti, k0, n0, pp);
             if (!tail_sum(acc, ti - whole(), pp)) continue;  // not its tile's last arrival
