@@ -108,11 +108,13 @@ def run_one(
     fns = {
         "h3": lambda i: h3(),
         # A/B forms in the same run: the tail split off, the programmatic dependent launch on,
-        # the one-head-at-a-time epilogue (pre_attention.BF16_EPILOGUE); below, the single-launch
-        # form (pre_attention.BF16_FUSED_PROLOGUE) with either epilogue
+        # the one-head-at-a-time epilogue (pre_attention.BF16_EPILOGUE), the prologue as a launch
+        # of its own (pre_attention.BF16_FUSED_PROLOGUE = False, the default until session 25);
+        # below, the single-launch form with either epilogue
         "h3_no_tail": with_setting(gemm, "TAIL_SPLIT", False, lambda i: h3()),
         "h3_pdl": with_setting(launch, "PDL", True, lambda i: h3()),
         "h3_heads": with_setting(pre_attention, "BF16_EPILOGUE", "heads", lambda i: h3()),
+        "h3_two_launch": with_setting(pre_attention, "BF16_FUSED_PROLOGUE", False, lambda i: h3()),
         "eager": lambda i: torch_chain(*chain_args),
         "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
     }
@@ -191,7 +193,8 @@ def main() -> None:
         print(
             f"   without the tail split {row['h3_no_tail_ms']:.3f} ms; with the programmatic"
             f" launch {row['h3_pdl_ms']:.3f} ms; the epilogue one head at a time"
-            f" {row['h3_heads_ms']:.3f} ms"
+            f" {row['h3_heads_ms']:.3f} ms; the prologue as its own launch"
+            f" {row['h3_two_launch_ms']:.3f} ms"
         )
         if "h3_fused_ms" in row:
             print(

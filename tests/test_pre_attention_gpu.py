@@ -93,6 +93,18 @@ def test_bf16_pre_attention_fused_prologue(m, epilogue, rng, monkeypatch):
     assert_passed(results)
 
 
+@pytest.mark.parametrize("m", (4097, 38592))
+def test_bf16_pre_attention_two_launch(m, rng, monkeypatch):
+    """The two-launch form (the prologue launch, then the GEMM; the default until session 25)
+    against the float64 reference, every Ulysses degree."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "BF16_FUSED_PROLOGUE", False)
+    results = check_pre_attention_bf16(m, (1, 2, 4, 8), rng)
+    assert_passed(results)
+
+
 @pytest.mark.parametrize("m", (4097,))
 def test_bf16_pre_attention_fused_prologue_int32(m, rng, monkeypatch):
     """The single-launch form with int32 AdaLN indices and random int32 positions."""
@@ -118,6 +130,7 @@ def test_bf16_pre_attention_fused_prologue_same_bits(m, rng, monkeypatch):
     _need_sm90()
     p = 8
     args, out, ws = _torch_args(m, p, rng)
+    monkeypatch.setattr(pre_attention, "BF16_FUSED_PROLOGUE", False)  # the two launches
     op(*args, ulysses_degree=p, out=out, workspace=ws)
     want_out, want_ws = out.clone(), ws.clone()
     monkeypatch.setattr(pre_attention, "BF16_FUSED_PROLOGUE", True)

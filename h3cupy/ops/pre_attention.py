@@ -9,7 +9,7 @@ Ulysses pack, in two launches.
    ``(rope_cos_sin, rope_positions)`` pair, V pass-through, and stores the destination-major pack
    ``out[h // hp, m, h % hp, kind, d]`` with TMA.
 
-With :data:`BF16_FUSED_PROLOGUE` (off by default, not yet run on a GPU) step 1 runs inside the
+With :data:`BF16_FUSED_PROLOGUE` (the default since session 25) step 1 runs inside the
 GEMM launch on sm_90a at M > 256: the kernel writes ``a`` itself (the same bits) behind
 per-128-row-tile ready counters kept in the op's scratch.
 
@@ -102,17 +102,18 @@ FP8_PAIR_TAIL_SPLIT = False
 #: * ``"rows"`` (the default): both heads' Q/K RMSNorm and RoPE, row half by row half, then the
 #:   two 128-column store passes through the warpgroup's 16 KiB staging buffer, the second pass
 #:   waiting for the first pass's TMA store to have read it.
-#: * ``"heads"`` (session 23, compile- and SASS-checked, not yet run on a GPU): one head at a
+#: * ``"heads"`` (session 23; tested on an H100 in session 25, not faster there): one head at a
 #:   time, head 1's math running while head 0's store reads the buffer. The same bits.
 BF16_EPILOGUE = "rows"
 BF16_EPILOGUES = ("rows", "heads")
-#: The BF16 op on sm_90a at M > 256 in one launch (session 23; compile- and SASS-checked, not yet
-#: run on a GPU, so off by default): the GEMM kernel writes `a` itself (the prologue's rows, the
+#: The BF16 op on sm_90a at M > 256 in one launch (written in session 23, the default since
+#: session 25: 0.9-2.9% faster than the two launches at every centre on an H100, the same bits,
+#: benchmarks/NOTES.md): the GEMM kernel writes `a` itself (the prologue's rows, the
 #: same bits) behind per-128-row-tile ready counters, the first round's rows by the consumer
 #: warps before their first tile and the rest by the spare producer warps (kernels/
 #: pre_attention.cu, ProNormRowsBf16), instead of a prologue launch before it. False: the prologue
 #: launch, then the GEMM.
-BF16_FUSED_PROLOGUE = False
+BF16_FUSED_PROLOGUE = True
 #: Whether BACKEND = "auto" gives the NVFP4 op its Hopper path (bf16 wgmma on dequantized
 #: operands) on sm_90a; False runs the in-register emulation (a correctness vehicle) there.
 #: True since the Hopper path passed on the H200 (2026-12-01, tests/test_pre_attention_gpu.py).
