@@ -1,10 +1,12 @@
-"""The FP8 out_proj and MLP defaults under compute-sanitizer memcheck, at an M where the
+"""The BF16 pre-attention, FP8 out_proj and MLP defaults under compute-sanitizer memcheck, at an M where the
 single-launch forms' spare producer warps quantize rows too (past the first round's rows, which
 the consumer warps take), and every persistent CTA runs several tiles:
 
 compute-sanitizer --tool memcheck --report-api-errors no python3 scripts/memcheck_ops.py
 
-the out_proj in its single-launch and two-launch forms and the MLP (three launches, y quantized
+the BF16 pre-attention in its single-launch form (the default since session 25; at M = 3000 the
+consumer warps write rows 0..2047 of a, the spare producer warps the rest) and its two-launch
+form, the out_proj in its single-launch and two-launch forms and the MLP (three launches, y quantized
 inside FC2's launch), at M = 3000 (24 row tiles; the first round reads rows 0..1023). See
 memcheck_gemm.py for --report-api-errors.
 """
@@ -15,13 +17,20 @@ import cupy
 import numpy as np
 
 from h3cupy import formats
-from h3cupy.ops import mlp, out_proj
+from h3cupy.ops import mlp, out_proj, pre_attention
 from h3cupy.reference import inputs
 
 
 def main() -> None:
     rng = np.random.default_rng(0)
     m = 3000
+    host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
+    for fused in (True, False):
+        pre_attention.BF16_FUSED_PROLOGUE = fused
+        pre_attention.minimax_h3_bf16_pre_attention(
+            *(cupy.asarray(host[x]) for x in inputs.PRE_ATTENTION_KEYS), ulysses_degree=8
+        )
+    pre_attention.BF16_FUSED_PROLOGUE = True
     host = inputs.out_proj_inputs(m, rows=9, rng=rng)
     wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
     args = [cupy.asarray(host["attn_out"]), cupy.asarray(wq), cupy.asarray(wsc)]
