@@ -25,10 +25,11 @@ def main() -> None:
     rng = np.random.default_rng(0)
     m = 3000
     host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
+    out = cupy.empty((8, m, 56 // 8, 3, 128), formats.BF16)
     for fused in (True, False):
         pre_attention.BF16_FUSED_PROLOGUE = fused
         pre_attention.minimax_h3_bf16_pre_attention(
-            *(cupy.asarray(host[x]) for x in inputs.PRE_ATTENTION_KEYS), ulysses_degree=8
+            *(cupy.asarray(host[x]) for x in inputs.PRE_ATTENTION_KEYS), ulysses_degree=8, out=out
         )
     pre_attention.BF16_FUSED_PROLOGUE = True
     host = inputs.out_proj_inputs(m, rows=9, rng=rng)
