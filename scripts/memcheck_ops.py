@@ -48,7 +48,7 @@ def main() -> None:
         *(cupy.asarray(host[x]) for x in keys), *(cupy.asarray(w) for w in (w1q, w1s, w2q, w2s))
     )
     cupy.cuda.Device().synchronize()
-    print(f"memcheck_ops: 3 paths run at M = {m}")
+    print(f"memcheck_ops: 5 paths run at M = {m}")
 
 
 if __name__ == "__main__":
