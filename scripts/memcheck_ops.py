@@ -1,13 +1,14 @@
-"""The BF16 pre-attention, FP8 out_proj and MLP defaults under compute-sanitizer memcheck, at an M where the
-single-launch forms' spare producer warps quantize rows too (past the first round's rows, which
-the consumer warps take), and every persistent CTA runs several tiles:
+"""The BF16 pre-attention, FP8 out_proj and MLP defaults under compute-sanitizer memcheck, at an
+M where the single-launch forms' spare producer warps write rows too (past the first round's
+rows, which the consumer warps take), and every persistent CTA runs several tiles:
 
 compute-sanitizer --tool memcheck --report-api-errors no python3 scripts/memcheck_ops.py
 
 the BF16 pre-attention in its single-launch form (the default since session 25; at M = 3000 the
 consumer warps write rows 0..2047 of a, the spare producer warps the rest) and its two-launch
-form, the out_proj in its single-launch and two-launch forms and the MLP (three launches, y quantized
-inside FC2's launch), at M = 3000 (24 row tiles; the first round reads rows 0..1023). See
+form, the out_proj in its single-launch and two-launch forms and the MLP (three launches, y
+quantized inside FC2's launch), at M = 3000 (24 row tiles; the out_proj's first round reads rows
+0..1023). See
 memcheck_gemm.py for --report-api-errors.
 """
 
@@ -26,12 +27,13 @@ def main() -> None:
     m = 3000
     host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
     out = cupy.empty((8, m, 56 // 8, 3, 128), formats.BF16)
+    default = pre_attention.BF16_FUSED_PROLOGUE
     for fused in (True, False):
         pre_attention.BF16_FUSED_PROLOGUE = fused
         pre_attention.minimax_h3_bf16_pre_attention(
             *(cupy.asarray(host[x]) for x in inputs.PRE_ATTENTION_KEYS), ulysses_degree=8, out=out
         )
-    pre_attention.BF16_FUSED_PROLOGUE = True
+    pre_attention.BF16_FUSED_PROLOGUE = default
     host = inputs.out_proj_inputs(m, rows=9, rng=rng)
     wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
     args = [cupy.asarray(host["attn_out"]), cupy.asarray(wq), cupy.asarray(wsc)]

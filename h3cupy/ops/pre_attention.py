@@ -1,5 +1,5 @@
 """``minimax_h3_bf16_pre_attention`` (SPEC.md §3): prologue -> QKV GEMM -> Q/K RMSNorm, RoPE, V,
-Ulysses pack, in two launches.
+Ulysses pack, in one launch on sm_90a at M > 256 and two elsewhere.
 
 1. The prologue (RMSNorm + indexed AdaLN) writes the bf16 activation ``a`` ``[M, 5376]`` (into
    ``workspace`` when given).
