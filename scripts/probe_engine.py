@@ -63,6 +63,9 @@ AB = {
     "rows": (("H3_FUSED_LDG_ROWS=1",), False),
     "fg4": (("H3_FIRST_GROUP_M=4",), False),
     "fg2": (("H3_FIRST_GROUP_M=2",), False),
+    "pafull": (("H3_PA_FULLSTAGE=1",), False),
+    "panomath": (("H3_PA_NOMATH=1",), False),
+    "pafullnomath": (("H3_PA_FULLSTAGE=1", "H3_PA_NOMATH=1"), False),
 }
 
 
@@ -178,7 +181,13 @@ def main() -> None:
     probe_defines = ("H3_ENGINE_PROBE=1",) + tuple(AB[args.probe_on][0] if args.probe_on else ())
     only = AB[args.probe_on][1] if args.probe_on else False
     specs = probe_specs(*AB[args.ab]) if args.ab else probe_specs(probe_defines, only)
-    wide = args.ab == "stage5" or args.probe_on == "stage5"
+    # stage5's 5-stage ring and the pafull builds' full staging need another layout than the
+    # host's mirror gives: the launch takes the opt-in maximum
+    wide = args.ab in ("stage5", "pafull", "pafullnomath") or args.probe_on in (
+        "stage5",
+        "pafull",
+        "pafullnomath",
+    )
     if args.prebuild and args.ab:  # just that A/B's builds
         for s in specs.values():
             print(jit.build(s, args.prebuild)[0].name, flush=True)
@@ -263,6 +272,9 @@ def main() -> None:
                     f, *_ = forms(op, m)
                     cases[op] = f["h3"]
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
+            elif args.ab in ("pafull", "panomath", "pafullnomath"):
+                cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
+                cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
             elif args.ab in ("fg4", "fg2"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
