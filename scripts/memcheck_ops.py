@@ -2,17 +2,19 @@
 M where the single-launch forms' spare producer warps write rows too (past the first round's
 rows, which the consumer warps take), and every persistent CTA runs several tiles:
 
-compute-sanitizer --tool memcheck --report-api-errors no python3 scripts/memcheck_ops.py
+compute-sanitizer --tool memcheck --report-api-errors no python3 scripts/memcheck_ops.py [--bf16]
 
 the BF16 pre-attention in its single-launch form (the default since session 25; at M = 3000 the
-consumer warps write rows 0..2047 of a, the spare producer warps the rest) and its two-launch
-form, the out_proj in its single-launch and two-launch forms and the MLP (three launches, y
-quantized inside FC2's launch), at M = 3000 (24 row tiles; the out_proj's first round reads rows
-0..1023). See
-memcheck_gemm.py for --report-api-errors.
+consumer warps write rows 0..2047 of a, the spare producer warps the rest), the same with the
+deferred epilogue (pre_attention.BF16_EPILOGUE = "defer", session 26) and its two-launch
+form (``--bf16``: those three only), the out_proj in its single-launch and two-launch forms
+and the MLP (three launches, y quantized inside FC2's launch), at M = 3000 (24 row tiles; the
+out_proj's first round reads rows 0..1023). See memcheck_gemm.py for --report-api-errors.
 """
 
 from __future__ import annotations
+
+import sys
 
 import cupy
 import numpy as np
@@ -27,13 +29,17 @@ def main() -> None:
     m = 3000
     host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
     out = cupy.empty((8, m, 56 // 8, 3, 128), formats.BF16)
-    default = pre_attention.BF16_FUSED_PROLOGUE
-    for fused in (True, False):
-        pre_attention.BF16_FUSED_PROLOGUE = fused
+    default = pre_attention.BF16_FUSED_PROLOGUE, pre_attention.BF16_EPILOGUE
+    for fused, epilogue in ((True, "rows"), (True, "defer"), (False, "rows")):
+        pre_attention.BF16_FUSED_PROLOGUE, pre_attention.BF16_EPILOGUE = fused, epilogue
         pre_attention.minimax_h3_bf16_pre_attention(
             *(cupy.asarray(host[x]) for x in inputs.PRE_ATTENTION_KEYS), ulysses_degree=8, out=out
         )
-    pre_attention.BF16_FUSED_PROLOGUE = default
+    pre_attention.BF16_FUSED_PROLOGUE, pre_attention.BF16_EPILOGUE = default
+    if "--bf16" in sys.argv[1:]:
+        cupy.cuda.Device().synchronize()
+        print(f"memcheck_ops: 3 BF16 paths run at M = {m}")
+        return
     host = inputs.out_proj_inputs(m, rows=9, rng=rng)
     wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
     args = [cupy.asarray(host["attn_out"]), cupy.asarray(wq), cupy.asarray(wsc)]
@@ -50,7 +56,7 @@ def main() -> None:
         *(cupy.asarray(host[x]) for x in keys), *(cupy.asarray(w) for w in (w1q, w1s, w2q, w2s))
     )
     cupy.cuda.Device().synchronize()
-    print(f"memcheck_ops: 5 paths run at M = {m}")
+    print(f"memcheck_ops: 6 paths run at M = {m}")
 
 
 if __name__ == "__main__":

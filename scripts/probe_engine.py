@@ -90,6 +90,7 @@ def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
             "h3::pre_attention_bf16_x2_sm90",
             "h3::pre_attention_bf16_x2_heads_sm90",
             "h3::pre_attention_bf16_x2_fused_sm90",
+            "h3::pre_attention_bf16_x2_fused_defer_sm90",
         ],
         pre_attention.PRE_ATTENTION_FP8: [
             "h3::pre_attention_fp8_n192_sm90<0>",
@@ -353,6 +354,9 @@ def main() -> None:
         cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
         cases["bf16_pre_attention_heads"] = bf16_pre_attention_form(m, "heads")
         cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
+        # the deferred epilogue: its "mainloop" holds the previous tile's math and stores, its
+        # "epilogue" only the parking of the block
+        cases["bf16_pre_attention_defer"] = bf16_pre_attention_form(m, "defer", fused=True)
         cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
         cases["bf16_gemm_o"] = bf16_gemm_form(m, 5376, 7168)
         # the plain FP8 engine on the pre-attention's product (its 128 x 192 tiles, unpaired)

@@ -42,6 +42,7 @@ PRE_ATTENTION = jit.ModuleSpec(
         "h3::pre_attention_bf16_x2_heads_sm90",
         "h3::pre_attention_bf16_x2_fused_sm90",
         "h3::pre_attention_bf16_x2_fused_heads_sm90",
+        "h3::pre_attention_bf16_x2_fused_defer_sm90",
         "h3::pre_attention_bf16_sm90",
         "h3::pre_attention_bf16_mma_smxx",
     ),
@@ -105,8 +106,14 @@ FP8_PAIR_TAIL_SPLIT = False
 #:   waiting for the first pass's TMA store to have read it.
 #: * ``"heads"`` (session 23; tested on an H100 in session 25, not faster there): one head at a
 #:   time, head 1's math running while head 0's store reads the buffer. The same bits.
+#: * ``"defer"`` (session 26; with :data:`BF16_FUSED_PROLOGUE` only): the deferred epilogue. At
+#:   a tile's end the warpgroup parks its block as bf16 (head 0 in the staging buffer, head 1 in
+#:   32 registers); the next tile's first two k-tiles of wgmma are issued, and while the tensor
+#:   cores run them the parked block gets its RMSNorm and RoPE; then the two store passes. In the
+#:   other forms the tensor cores idle for the whole epilogue (the cooperative schedule). The
+#:   same bits.
 BF16_EPILOGUE = "rows"
-BF16_EPILOGUES = ("rows", "heads")
+BF16_EPILOGUES = ("rows", "heads", "defer")
 #: The BF16 op on sm_90a at M > 256 in one launch (written in session 23, the default since
 #: session 25: 0.4-3.4% faster than the two launches at every centre on an H100, the same bits,
 #: benchmarks/NOTES.md): the GEMM kernel writes `a` itself (the prologue's rows, the
@@ -243,10 +250,17 @@ def minimax_h3_bf16_pre_attention(
         )
     cluster = 2 if m > 256 else 1
     fused = cluster == 2 and bool(BF16_FUSED_PROLOGUE)
+    if cluster == 2 and BF16_EPILOGUE == "defer" and not fused:
+        raise ValueError(
+            'pre_attention.BF16_EPILOGUE = "defer" runs in the single launch only; set '
+            "pre_attention.BF16_FUSED_PROLOGUE = True (the default) or another epilogue"
+        )
     if cluster == 1:
         tile_n, name = 128, "h3::pre_attention_bf16_sm90"
     else:
-        form = ("_fused" if fused else "") + ("_heads" if BF16_EPILOGUE == "heads" else "")
+        form = ("_fused" if fused else "") + {"rows": "", "heads": "_heads", "defer": "_defer"}[
+            BF16_EPILOGUE
+        ]
         tile_n, name = 256, f"h3::pre_attention_bf16_x2{form}_sm90"
     kernel = jit.get_kernel(PRE_ATTENTION, name, target)
     smem = gemm.wgmma_smem_bytes(tile_n)

@@ -141,6 +141,82 @@ struct PreAttnMath {
       }
     }
   }
+
+  // apply's math (kRounded) for one row and one head, on its 16 words of bf16 pairs (word jj:
+  // the pair of head dims 8 jj + 2 (l % 4) + {0, 1}, as r = bf16(acc) gives them): get(jj)
+  // reads word jj, put(jj, w) writes it back (registers or shared memory). Every value is
+  // unpacked exactly and each result rounded as apply rounds it: the same bits. kind < 2 (Q or
+  // K); csr: this row's cache words, cs + 96 p + 2 (l % 4).
+  // `chain` orders the calls: the sum starts from a zero whose sign comes from the previous
+  // call's last words (+0 or -0: fma(x, x, -0) is fma(x, x, +0) bit for bit, x * x never being
+  // -0), so that ptxas cannot interleave independent calls; it has no registers for that beside
+  // a fragment in flight (the deferred epilogue; interleaved, it spilled ~350 bytes). The sum
+  // unpacks by byte permutes and the normalization by shifts and masks, so that ptxas does not
+  // keep the sum's 32 unpacked values for the normalization either.
+  template <class Get, class Put>
+  H3_DEVICE void head_words(int kind, const bf16_t* csr, u32& chain, const Get& get,
+                            const Put& put) const {
+    const int q4 = threadIdx.x % 4;
+    const bf16_t* g = (kind == 0 ? q_w : k_w) + 2 * q4;
+    auto lo = [](u32 w) { return __uint_as_float(w << 16); };
+    auto hi = [](u32 w) { return __uint_as_float(w & 0xffff0000u); };
+    u32 v[16];
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) v[jj] = get(jj);
+    float ss = __uint_as_float(chain & 0x80000000u);
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {
+      const float a0 = __uint_as_float(__byte_perm(v[jj], 0u, 0x1044));
+      const float a1 = __uint_as_float(__byte_perm(v[jj], 0u, 0x3244));
+      ss = __fmaf_rn(a0, a0, ss);
+      ss = __fmaf_rn(a1, a1, ss);
+    }
+    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+    ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+    const float rstd = rsqrtf(ss * (1.f / kPaHeadDim) + qk_eps);
+    // The weight and cache words in batches of 4 / 2, each batch's addresses offset by a zero
+    // formed from the previous batch's results (M >> 31: 0 for every M, unknown to ptxas), so
+    // that ptxas does not hoist all 28 loads, registers it does not have here either.
+    const u32 zero = static_cast<u32>(M) >> 31;
+#pragma unroll
+    for (int j0 = 0; j0 < 16; j0 += 4) {
+      const bf16_t* gb = g + (j0 > 0 ? (v[j0 - 1] & zero) : 0u);
+      u32 gw[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) gw[u] = *reinterpret_cast<const u32*>(gb + 8 * (j0 + u));
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int jj = j0 + u;
+        v[jj] = cvt_bf16x2((lo(v[jj]) * rstd) * __uint_as_float(gw[u] << 16),
+                           (hi(v[jj]) * rstd) * __uint_as_float(gw[u] & 0xffff0000u));
+      }
+    }
+#pragma unroll
+    for (int jj = 0; jj < 6; ++jj) {
+      const bf16_t* cb = csr + (jj % 2 == 0 ? (v[jj == 0 ? 15 : jj + 5] & zero) : 0u);
+      const u32 cw = *reinterpret_cast<const u32*>(cb + 8 * jj);
+      const u32 sw = *reinterpret_cast<const u32*>(cb + 48 + 8 * jj);
+      const float c[2] = {lo(cw), hi(cw)}, s[2] = {lo(sw), hi(sw)};
+      const float a[2] = {lo(v[jj]), hi(v[jj])}, b[2] = {lo(v[jj + 6]), hi(v[jj + 6])};
+      float l[2], u[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        l[e] = __fmaf_rn(a[e], c[e], -(b[e] * s[e]));
+        u[e] = __fmaf_rn(b[e], c[e], a[e] * s[e]);
+      }
+      v[jj] = cvt_bf16x2(l[0], l[1]);
+      v[jj + 6] = cvt_bf16x2(u[0], u[1]);
+    }
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) put(jj, v[jj]);
+    chain = v[5] ^ v[11] ^ v[15];
+  }
+
+  // This thread's cache words of row half h (row0: the fragment's first row), for head_words.
+  H3_DEVICE const bf16_t* cache_row(int row0, int h) const {
+    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
+    return cs + static_cast<i64>(position(row0 + 16 * w + lane / 4 + 8 * h)) * 96 + 2 * (lane % 4);
+  }
 };
 
 // The pre-attention math on the mma.sync back end (h3/gemm_mma_tma.cuh: 8 warps of 64 x 64 on a
