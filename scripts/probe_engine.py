@@ -32,6 +32,12 @@ instead of 8 (-DH3_GROUP_M; session 11 timed them within +-2% in graph replays, 
 the spare warps' rows loaded through L1 by each warp, as before session 22 (-DH3_FUSED_LDG_ROWS;
 the default stages each row in shared memory by a bulk copy), and the plain FP8 O GEMM as a
 control that the define does not touch ("default N x faster" above 1.0 favours the default);
+``pafull`` / ``panomath`` / ``pafullnomath`` (session 26): the BF16 pre-attention's single
+launch with its 64 x 256 blocks staged whole (-DH3_PA_FULLSTAGE: one store pass, a three-stage
+ring), without the RMSNorm / RoPE (-DH3_PA_NOMATH: wrong outputs, the math's cost), or both,
+against the default, with the plain bf16 QKV GEMM as a control;
+``defer1`` / ``defer3``: the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer") under 1 /
+3 k-tiles of the next tile instead of 2 (-DH3_PA_DEFER_TILES; the same bytes);
 ``fg4`` / ``fg2``: the BF16 pre-attention's single-launch form (pre_attention.BF16_FUSED_PROLOGUE)
 and its default with the tile order's first group 4 / 2 M-tile pairs instead of 8
 (-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
@@ -66,6 +72,8 @@ AB = {
     "pafull": (("H3_PA_FULLSTAGE=1",), False),
     "panomath": (("H3_PA_NOMATH=1",), False),
     "pafullnomath": (("H3_PA_FULLSTAGE=1", "H3_PA_NOMATH=1"), False),
+    "defer1": (("H3_PA_DEFER_TILES=1",), False),
+    "defer3": (("H3_PA_DEFER_TILES=3",), False),
 }
 
 
@@ -273,6 +281,8 @@ def main() -> None:
                     f, *_ = forms(op, m)
                     cases[op] = f["h3"]
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
+            elif args.ab in ("defer1", "defer3"):
+                cases["bf16_pre_attention_defer"] = bf16_pre_attention_form(m, "defer", fused=True)
             elif args.ab in ("pafull", "panomath", "pafullnomath"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
