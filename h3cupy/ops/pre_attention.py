@@ -272,6 +272,10 @@ def minimax_h3_bf16_pre_attention(
     ready = -(-m // 128) if fused else 0
     k_tiles = D * 2 // 128
     plan = gemm.tail_plan(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev, k_tiles, ready=ready)
+    if fused and BF16_EPILOGUE == "defer" and k_tiles // max(plan.splits, 1) < 2:
+        # (the kernel issues each unit's first two k-tiles unconditionally, and traps on a
+        # shorter k-range: tail_split_counts keeps every range at 4 k-tiles or more)
+        raise RuntimeError(f"internal: a tail-split k-range under 2 k-tiles ({plan.splits})")
     buf = gemm.plan_workspace(plan, None, dev, [xt], "")
     extra: tuple = ()
     if fused:  # the GEMM launch writes a itself
