@@ -151,14 +151,17 @@ case "$MODE" in
     ;;
   s26-c)  # session 26: the BF16 op's deferred epilogue (pre_attention.BF16_EPILOGUE = "defer"):
           # a one-test smoke run (same bits as the default at M = 4824), then, if it passed, its
-          # reference tests, the rest of its same-bits tests and memcheck; the BF16 benchmark
-          # (h3_defer beside the default), the engine probe of both forms and the panomath A/B
+          # reference tests, the rest of its same-bits tests, memcheck and synccheck; the BF16
+          # benchmark (h3_defer beside the default), the engine probe of both forms and the
+          # panomath A/B
     if timeout 150 "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
         -k "test_bf16_pre_attention_defer_same_bits and 4824" >> "$OUT/tests.log" 2>&1; then
       run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py \
         -k "test_bf16_pre_attention_defer or epilogue_setting"
-      run 150 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --report-api-errors no \
-        --error-exitcode 3 python3 scripts/memcheck_ops.py --bf16
+      for tool in memcheck synccheck; do
+        run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
+          --error-exitcode 3 python3 scripts/memcheck_ops.py --bf16
+      done
     else
       echo "== the smoke test failed: see tests.log" | tee -a "$OUT/tests.log"; status=1
     fi
