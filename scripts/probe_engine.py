@@ -34,8 +34,9 @@ the default stages each row in shared memory by a bulk copy), and the plain FP8 
 control that the define does not touch ("default N x faster" above 1.0 favours the default);
 ``pafull`` / ``panomath`` / ``pafullnomath`` (session 26): the BF16 pre-attention's single
 launch with its 64 x 256 blocks staged whole (-DH3_PA_FULLSTAGE: one store pass, a three-stage
-ring), without the RMSNorm / RoPE (-DH3_PA_NOMATH: wrong outputs, the math's cost), or both,
-against the default, with the plain bf16 QKV GEMM as a control;
+ring; with ``pafull`` also the deferred epilogue with both heads parked in that buffer instead
+of one in registers), without the RMSNorm / RoPE (-DH3_PA_NOMATH: wrong outputs, the math's
+cost), or both, against the default, with the plain bf16 QKV GEMM as a control;
 ``defer1`` / ``defer3``: the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer") under 1 /
 3 k-tiles of the next tile instead of 2 (-DH3_PA_DEFER_TILES; the same bytes);
 ``fg4`` / ``fg2``: the BF16 pre-attention's single-launch form (pre_attention.BF16_FUSED_PROLOGUE)
@@ -285,6 +286,10 @@ def main() -> None:
                 cases["bf16_pre_attention_defer"] = bf16_pre_attention_form(m, "defer", fused=True)
             elif args.ab in ("pafull", "panomath", "pafullnomath"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
+                if args.ab == "pafull":  # the deferred form with both heads parked in the buffer
+                    cases["bf16_pre_attention_defer"] = bf16_pre_attention_form(
+                        m, "defer", fused=True
+                    )
                 cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
             elif args.ab in ("fg4", "fg2"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)

@@ -45,7 +45,12 @@ namespace h3 {
 template <bool kHeads = false, int kDefer = 0>
 struct EpiPreAttnBf16 {
 #ifdef H3_PA_FULLSTAGE
-  static constexpr bool kFullStaging = !kHeads && !kDefer;
+  static constexpr bool kFullStaging = !kHeads;
+  // the deferred form with full staging parks both heads in the buffer (no registers), and
+  // stores them in one pass
+  static constexpr bool kParkAll = kDefer > 0;
+#else
+  static constexpr bool kParkAll = false;
 #endif
   static constexpr int kDeferTiles = kDefer;
   static_assert(!(kHeads && kDefer), "one form of the epilogue at a time");
@@ -55,10 +60,12 @@ struct EpiPreAttnBf16 {
   // The deferred form: head 0 of the warpgroup's 64 x 256 block parked as bf16 in the staging
   // buffer (the layout store_fragment_bf16 writes: its first pass), head 1 as 32 bf16 pairs in
   // registers (pk[2 jj + h]: the pair of d[4 (16 + jj) + 2 h], d[4 (16 + jj) + 2 h + 1]).
-  static constexpr int kDeferWords = 32;
+  // (-DH3_PA_FULLSTAGE, a diagnostic build: both heads in the whole-block buffer, boxes 2 and 3
+  // holding head 1; kDeferWords 1, unused.)
+  static constexpr int kDeferWords = kParkAll ? 1 : 32;
   template <int kAcc, int kW>
   H3_DEVICE void defer_begin(const float (&d)[kAcc], u32 (&pk)[kW], u8* staging, int wg) const {
-    static_assert(kAcc == 128 && kW == 32, "128 x 256 tiles: two heads per warpgroup");
+    static_assert(kAcc == 128 && kW == kDeferWords, "128 x 256 tiles: two heads per warpgroup");
     const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
     if (tid == 0) bulk_wait_read();  // the previous tile's stores have read the buffer
     named_barrier_sync(wg, 128);
@@ -69,7 +76,12 @@ struct EpiPreAttnBf16 {
       for (int h = 0; h < 2; ++h) {
         sts_u32(staging_pair_addr(base, jj, h, w, lane), cvt_bf16x2(d[4 * jj + 2 * h],
                                                                    d[4 * jj + 2 * h + 1]));
-        pk[2 * jj + h] = cvt_bf16x2(d[4 * (16 + jj) + 2 * h], d[4 * (16 + jj) + 2 * h + 1]);
+        const u32 v1 = cvt_bf16x2(d[4 * (16 + jj) + 2 * h], d[4 * (16 + jj) + 2 * h + 1]);
+        if constexpr (kParkAll) {
+          sts_u32(staging_pair_addr(base + 16384, jj, h, w, lane), v1);
+        } else {
+          pk[2 * jj + h] = v1;
+        }
       }
   }
   // Under the next tile's first k-tiles: Q / K RMSNorm and RoPE of both heads (V: nothing), each
@@ -87,9 +99,17 @@ struct EpiPreAttnBf16 {
       math.head_words(
           kind, csr, chain, [&](int jj) { return lds_u32(staging_pair_addr(base, jj, h, w, lane)); },
           [&](int jj, u32 v) { sts_u32(staging_pair_addr(base, jj, h, w, lane), v); });
-      math.head_words(
-          kind, csr, chain, [&](int jj) { return pk[2 * jj + h]; },
-          [&](int jj, u32 v) { pk[2 * jj + h] = v; });
+      if constexpr (kParkAll) {
+        const u32 base1 = base + 16384;
+        math.head_words(
+            kind, csr, chain,
+            [&](int jj) { return lds_u32(staging_pair_addr(base1, jj, h, w, lane)); },
+            [&](int jj, u32 v) { sts_u32(staging_pair_addr(base1, jj, h, w, lane), v); });
+      } else {
+        math.head_words(
+            kind, csr, chain, [&](int jj) { return pk[2 * jj + h]; },
+            [&](int jj, u32 v) { pk[2 * jj + h] = v; });
+      }
     }
   }
   // After them: head 0's two boxes from the buffer, then head 1's through it.
@@ -100,24 +120,33 @@ struct EpiPreAttnBf16 {
     const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
     fence_proxy_async_smem();
     named_barrier_sync(wg, 128);
-    if (tid == 0) {
-      store_box(kind, head0, 0, row0, staging);
-      store_box(kind, head0, 1, row0, staging + 8192);
-      bulk_commit();
-      bulk_wait_read();
-    }
-    named_barrier_sync(wg, 128);
-    const u32 base = smem_addr(staging);
+    if constexpr (kParkAll) {
+      if (tid == 0) {
 #pragma unroll
-    for (int jj = 0; jj < 16; ++jj)
+        for (int b = 0; b < 4; ++b) store_box(kind, head0 + b / 2, b % 2, row0, staging + 8192 * b);
+        bulk_commit();
+      }
+    } else {
+      if (tid == 0) {
+        store_box(kind, head0, 0, row0, staging);
+        store_box(kind, head0, 1, row0, staging + 8192);
+        bulk_commit();
+        bulk_wait_read();
+      }
+      named_barrier_sync(wg, 128);
+      const u32 base = smem_addr(staging);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) sts_u32(staging_pair_addr(base, jj, h, w, lane), pk[2 * jj + h]);
-    fence_proxy_async_smem();
-    named_barrier_sync(wg, 128);
-    if (tid == 0) {
-      store_box(kind, head0 + 1, 0, row0, staging);
-      store_box(kind, head0 + 1, 1, row0, staging + 8192);
-      bulk_commit();
+      for (int jj = 0; jj < 16; ++jj)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          sts_u32(staging_pair_addr(base, jj, h, w, lane), pk[2 * jj + h]);
+      fence_proxy_async_smem();
+      named_barrier_sync(wg, 128);
+      if (tid == 0) {
+        store_box(kind, head0 + 1, 0, row0, staging);
+        store_box(kind, head0 + 1, 1, row0, staging + 8192);
+        bulk_commit();
+      }
     }
   }
 
