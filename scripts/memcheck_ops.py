@@ -5,9 +5,9 @@ rows, which the consumer warps take), and every persistent CTA runs several tile
 compute-sanitizer --tool memcheck --report-api-errors no python3 scripts/memcheck_ops.py [--bf16]
 
 the BF16 pre-attention in its single-launch form (the default since session 25; at M = 3000 the
-consumer warps write rows 0..2047 of a, the spare producer warps the rest), the same with the
-deferred epilogue (pre_attention.BF16_EPILOGUE = "defer", session 26) and its two-launch
-form (``--bf16``: those three only), the out_proj in its single-launch and two-launch forms
+consumer warps write rows 0..2047 of a, the spare producer warps the rest) and its two-launch
+form, each with the default and the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer",
+session 26; ``--bf16``: those four only), the out_proj in its single-launch and two-launch forms
 and the MLP (three launches, y quantized inside FC2's launch), at M = 3000 (24 row tiles; the
 out_proj's first round reads rows 0..1023). See memcheck_gemm.py for --report-api-errors.
 """
@@ -30,7 +30,7 @@ def main() -> None:
     host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
     out = cupy.empty((8, m, 56 // 8, 3, 128), formats.BF16)
     default = pre_attention.BF16_FUSED_PROLOGUE, pre_attention.BF16_EPILOGUE
-    for fused, epilogue in ((True, "rows"), (True, "defer"), (False, "rows")):
+    for fused, epilogue in ((True, "rows"), (True, "defer"), (False, "rows"), (False, "defer")):
         pre_attention.BF16_FUSED_PROLOGUE, pre_attention.BF16_EPILOGUE = fused, epilogue
         pre_attention.minimax_h3_bf16_pre_attention(
             *(cupy.asarray(host[x]) for x in inputs.PRE_ATTENTION_KEYS), ulysses_degree=8, out=out
@@ -38,7 +38,7 @@ def main() -> None:
     pre_attention.BF16_FUSED_PROLOGUE, pre_attention.BF16_EPILOGUE = default
     if "--bf16" in sys.argv[1:]:
         cupy.cuda.Device().synchronize()
-        print(f"memcheck_ops: 3 BF16 paths run at M = {m}")
+        print(f"memcheck_ops: 4 BF16 paths run at M = {m}")
         return
     host = inputs.out_proj_inputs(m, rows=9, rng=rng)
     wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
@@ -56,7 +56,7 @@ def main() -> None:
         *(cupy.asarray(host[x]) for x in keys), *(cupy.asarray(w) for w in (w1q, w1s, w2q, w2s))
     )
     cupy.cuda.Device().synchronize()
-    print(f"memcheck_ops: 6 paths run at M = {m}")
+    print(f"memcheck_ops: 7 paths run at M = {m}")
 
 
 if __name__ == "__main__":

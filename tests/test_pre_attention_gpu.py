@@ -93,16 +93,19 @@ def test_bf16_pre_attention_fused_prologue(m, epilogue, rng, monkeypatch):
     assert_passed(results)
 
 
-# The deferred epilogue (pre_attention.BF16_EPILOGUE = "defer", single launch only): each tile's
-# RMSNorm and RoPE run under the next tile's first k-tiles; M = 257 is one tile pair per CTA (the
-# last tile's epilogue after the loop), 4824 has a tail split, 38592 ~96 tiles per CTA.
-@pytest.mark.parametrize("m", (257, 4824, 38592))
-def test_bf16_pre_attention_defer(m, rng, monkeypatch):
+# The deferred epilogue (pre_attention.BF16_EPILOGUE = "defer"): each tile's RMSNorm and RoPE
+# run under the next tile's first k-tiles; M = 257 is one tile pair per CTA (the last tile's
+# epilogue after the loop), 4824 has a tail split, 38592 ~96 tiles per CTA; the single launch,
+# and the two launches' GEMM at 4824.
+@pytest.mark.parametrize(
+    "m, fused", ((257, True), (4824, True), (38592, True), (4824, False)), ids=str
+)
+def test_bf16_pre_attention_defer(m, fused, rng, monkeypatch):
     """The deferred epilogue against the float64 reference, every Ulysses degree."""
     from h3cupy.ops import pre_attention
 
     _need_sm90()
-    monkeypatch.setattr(pre_attention, "BF16_FUSED_PROLOGUE", True)
+    monkeypatch.setattr(pre_attention, "BF16_FUSED_PROLOGUE", fused)
     monkeypatch.setattr(pre_attention, "BF16_EPILOGUE", "defer")
     results = check_pre_attention_bf16(m, (1, 2, 4, 8), rng)
     assert_passed(results)
@@ -215,10 +218,6 @@ def test_bf16_pre_attention_epilogue_setting(rng, monkeypatch):
     want = r"BF16_EPILOGUE: expected one of \('rows', 'heads', 'defer'\)"
     with pytest.raises(ValueError, match=want):
         check_pre_attention_bf16(257, (8,), rng)
-    monkeypatch.setattr(pre_attention, "BF16_EPILOGUE", "defer")
-    monkeypatch.setattr(pre_attention, "BF16_FUSED_PROLOGUE", False)
-    with pytest.raises(ValueError, match="runs in the single launch only"):
-        check_pre_attention_bf16(4097, (8,), rng)
 
 
 @pytest.mark.parametrize("index_dtype", (np.int32, np.int64))

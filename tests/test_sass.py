@@ -174,13 +174,14 @@ def test_pre_attention_sass():
     # the next tile's first two k-tiles of wgmma are in flight, i.e. its four rsqrt come after
     # those eight HGMMAs and before the first warpgroup wait; ptxas is free to schedule the
     # math above the HGMMAs (nothing orders them), which would leave the tensor cores idle again.
-    body = _function_text(text, "pre_attention_bf16_x2_fused_defer_sm90")
-    seq = re.findall(r"\b(HGMMA|WARPGROUP\.DEPBAR|MUFU\.RSQ)\b", body)
-    first = seq.index("HGMMA")
-    assert seq[first : first + 8] == ["HGMMA"] * 8, seq[: first + 12]
-    rest = seq[first + 8 :]
-    between = rest[: rest.index("WARPGROUP.DEPBAR")]
-    assert between.count("MUFU.RSQ") == 4 and "HGMMA" not in between, seq[: first + 16]
+    for kernel in ("pre_attention_bf16_x2_fused_defer_sm90", "pre_attention_bf16_x2_defer_sm90"):
+        body = _function_text(text, kernel)
+        seq = re.findall(r"\b(HGMMA|WARPGROUP\.DEPBAR|MUFU\.RSQ)\b", body)
+        first = seq.index("HGMMA")
+        assert seq[first : first + 8] == ["HGMMA"] * 8, (kernel, seq[: first + 12])
+        rest = seq[first + 8 :]
+        between = rest[: rest.index("WARPGROUP.DEPBAR")]
+        assert between.count("MUFU.RSQ") == 4 and "HGMMA" not in between, (kernel, between)
 
 
 def _function_text(text: str, name: str) -> str:

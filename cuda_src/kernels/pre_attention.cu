@@ -411,6 +411,14 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
     pre_attention_bf16_x2_heads_sm90(H3_PA_PARAMS) {
   H3_PA_BF16_X2(true);
 }
+#ifndef H3_PA_DEFER_TILES
+#define H3_PA_DEFER_TILES 2
+#endif
+// The two launches' GEMM with the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer" and
+// BF16_FUSED_PROLOGUE = False; the single launch's below).
+__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_bf16_x2_defer_sm90(H3_PA_PARAMS) {
+  H3_PA_BF16_X2_BODY(false, H3_PA_DEFER_TILES, NoProducerHooks, NoProducerHooks{});
+}
 #undef H3_PA_BF16_X2
 
 // The single-launch forms (ProNormRowsBf16): the prologue's operands and `a` as well.
@@ -431,12 +439,9 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
     pre_attention_bf16_x2_fused_heads_sm90(H3_PA_FUSED_PARAMS) {
   H3_PA_BF16_X2_FUSED(true, 0);
 }
-// The single launch with the deferred epilogue (pre_attention.BF16_DEFER): the previous tile's
-// epilogue under each tile's first H3_PA_DEFER_TILES k-tiles (2: ~1.4 us of the two warpgroups'
-// wgmma against the ~0.8 us math; a diagnostic build may set another count).
-#ifndef H3_PA_DEFER_TILES
-#define H3_PA_DEFER_TILES 2
-#endif
+// The single launch with the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer"): the
+// previous tile's epilogue under each tile's first H3_PA_DEFER_TILES k-tiles (2: ~1.4 us of the
+// two warpgroups' wgmma against the ~0.8 us math; a diagnostic build may set another count).
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
     pre_attention_bf16_x2_fused_defer_sm90(H3_PA_FUSED_PARAMS) {
   H3_PA_BF16_X2_FUSED(false, H3_PA_DEFER_TILES);
