@@ -2,14 +2,16 @@
 M where the single-launch forms' spare producer warps write rows too (past the first round's
 rows, which the consumer warps take), and every persistent CTA runs several tiles:
 
-compute-sanitizer --tool memcheck --report-api-errors no python3 scripts/memcheck_ops.py [--bf16]
+    compute-sanitizer --tool memcheck --report-api-errors no python3 scripts/memcheck_ops.py
+    (optionally --bf16 or --fp8 after it)
 
 the BF16 pre-attention in its single-launch form (the default since session 25; at M = 3000 the
 consumer warps write rows 0..2047 of a, the spare producer warps the rest) and its two-launch
 form, each with the default and the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer",
 session 26; ``--bf16``: those four only), the out_proj in its single-launch and two-launch forms
 and the MLP (three launches, y quantized inside FC2's launch), at M = 3000 (24 row tiles; the
-out_proj's first round reads rows 0..1023). See memcheck_gemm.py for --report-api-errors.
+out_proj's first round reads rows 0..1023). ``--fp8``: the FP8 pre-attention's single launch
+only (pre_attention.FP8_FUSED_PROLOGUE). See memcheck_gemm.py for --report-api-errors.
 """
 
 from __future__ import annotations
@@ -24,9 +26,42 @@ from h3cupy.ops import mlp, out_proj, pre_attention
 from h3cupy.reference import inputs
 
 
+def fp8_pre_attention_single_launch(m: int, rng) -> None:
+    """The FP8 pre-attention with its prologue inside the GEMM launch
+    (pre_attention.FP8_FUSED_PROLOGUE, session 26; at M = 3000 the consumer warps write rows
+    0..1023 of act_q, the spare producer warps the rest), every out mode."""
+    host = inputs.pre_attention_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
+    wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
+    keys = inputs.QUANT_PRE_ATTENTION_KEYS
+    dev = {k: cupy.asarray(host[k]) for k in keys}
+    default = pre_attention.FP8_FUSED_PROLOGUE
+    pre_attention.FP8_FUSED_PROLOGUE = True
+    try:
+        for out_mode, kw in (
+            ("bf16", {}),
+            ("e4m3", dict(q_descale=0.05, k_descale=0.05, v_descale=0.05)),
+            ("nvfp4", dict(q_global_scale=500.0, k_global_scale=500.0, v_global_scale=500.0)),
+        ):
+            pre_attention.minimax_h3_fp8_pre_attention(
+                *(dev[k] for k in keys[:5]),
+                cupy.asarray(wq),
+                cupy.asarray(wsc),
+                *(dev[k] for k in keys[5:]),
+                out_mode=out_mode,
+                **kw,
+            )
+    finally:
+        pre_attention.FP8_FUSED_PROLOGUE = default
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     m = 3000
+    if "--fp8" in sys.argv[1:]:
+        fp8_pre_attention_single_launch(m, rng)
+        cupy.cuda.Device().synchronize()
+        print(f"memcheck_ops: the FP8 pre-attention's single launch, 3 out modes at M = {m}")
+        return
     host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
     out = cupy.empty((8, m, 56 // 8, 3, 128), formats.BF16)
     default = pre_attention.BF16_FUSED_PROLOGUE, pre_attention.BF16_EPILOGUE

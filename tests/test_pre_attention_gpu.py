@@ -435,6 +435,72 @@ def test_fp8_pre_attention_pair_tail_split_elsewhere_same_bits(rng, monkeypatch)
         assert np.array_equal(flat_a[:, :whole_cols], flat_b[:, :whole_cols]), name
 
 
+# The FP8 single launch (pre_attention.FP8_FUSED_PROLOGUE, the "n192" pairs): the GEMM launch
+# writes act_q and act_scale itself, the first round's rows (1024: 8 M-tiles) by the consumer
+# warps, the rest by the spare producer warps in three passes per row; M = 257 has every row in
+# the first round, 4097 / 4824 the rest in the spare warps (int32 indices, some invalid).
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+@pytest.mark.parametrize("m", (257, 4097, 4824))
+def test_fp8_pre_attention_fused_prologue(m, out_mode, rng, monkeypatch):
+    """The single launch against the reference consuming its own act_q / act_scale (SPEC §8),
+    every out mode; at M = 4824 also a second eager run and a CUDA-graph replay, bytewise."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", True)
+    results = check_pre_attention_fp8(m, out_mode, rng, graph=m == 4824)
+    assert_passed(results)
+
+
+@pytest.mark.parametrize("m", (4824, 9648))
+def test_fp8_pre_attention_fused_prologue_same_bits(m, rng, monkeypatch):
+    """The single launch's act_q, act_scale and q / k / v have the two launches' bytes (the
+    prologue kernel's arithmetic, reduction order and quantization; invalid indices give zero
+    rows with s = RN(1e-12 / 448)), eager twice; with the pairs' tail split it is refused."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops import pre_attention
+    from h3cupy.reference import inputs as ref_inputs
+    from h3cupy.testing import download, poison, upload
+
+    _need_sm90()
+    host = ref_inputs.pre_attention_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
+    wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
+    dev = {k: upload(host[k]) for k in ref_inputs.QUANT_PRE_ATTENTION_KEYS}
+    wq, wsc = cupy.asarray(wq), cupy.asarray(wsc)
+    act_q = cupy.empty((m, 5376), np.uint8)
+    act_scale = cupy.empty((m,), np.float32)
+
+    def run():
+        poison(act_q, act_scale)
+        res = pre_attention.minimax_h3_fp8_pre_attention(
+            *(dev[k] for k in ("x", "x_norm_weight", "adaln_scale", "adaln_shift")),
+            dev["adaln_index"],
+            wq,
+            wsc,
+            dev["q_norm_weight"],
+            dev["k_norm_weight"],
+            dev["rope_cos_sin"],
+            act_q=act_q,
+            act_scale=act_scale,
+        )
+        return [download(t).view(np.uint16) for t in res[:3]] + [
+            download(act_q),
+            download(act_scale).view(np.uint32),
+        ]
+
+    want = run()  # the two launches (the default)
+    monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", True)
+    for attempt in ("eager 1", "eager 2"):
+        got = run()
+        for name, a, b in zip(("q", "k", "v", "act_q", "act_scale"), want, got, strict=True):
+            assert np.array_equal(a, b), f"{name} differs ({attempt})"
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", True)
+    with pytest.raises(ValueError, match="the single launch has no tail split"):
+        run()
+
+
 def test_fp8_pre_attention_tile_setting(rng, monkeypatch):
     """An unknown pre_attention.FP8_TILE is refused with the forms it accepts."""
     from h3cupy.ops import pre_attention

@@ -19,6 +19,7 @@
 #include "h3/adaln.cuh"
 #include "h3/gemm_mma_tma.cuh"
 #include "h3/gemm_sm90.cuh"
+#include "h3/norm_rows.cuh"
 #include "h3/numeric.cuh"
 #include "h3/pre_attention.cuh"
 #include "h3/ready_rows.cuh"
@@ -246,140 +247,9 @@ __global__ void __launch_bounds__(kMtThreads, 1) pre_attention_bf16_mma_smxx(
   gemm_mma_tma_body<0, Epi, false, MtSm120Scratch>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
 }
 
-// The single-launch form (pre_attention.BF16_FUSED_PROLOGUE, 128 x 256 tiles in clusters): the
-// prologue's rows of `a` (SPEC section 2) written inside the GEMM launch and published per
-// 128-row tile (h3/ready_rows.cuh), as the FP8 out_proj quantizes its activation in its launch
-// (out_proj.cu's ProQuantRowsFp8, whose structure this follows):
-// * the rows that the first round of tiles reads (r0, the engine's count) by the consumer warps
-//   of the whole grid before their first tile (232 registers: many loads in flight);
-// * the rest by the three spare warps of every producer warpgroup, one warp per row, in
-//   increasing row order across the grid, ahead of the tile order (no shared memory: the bf16
-//   ring leaves 1.8 KiB free, so each row is read twice through L2 instead of staged).
-// The arithmetic and the reduction order are prologue.cu's, so `a` has the prologue's bits:
-// virtual thread t = 32 j + lane (j < 11, t < 336) sums the squares of its 16 columns
-// [16 t, 16 t + 16) in sequence, each virtual warp j's partials go through warp_sum, and the 11
-// warp totals through a second warp_sum (block_sum's order); then per element
-//   n = bf16((x * rstd) * w),  s1 = bf16(scale[i] + 1),  a = bf16(fma(n, s1, shift[i])),
-// a = 0 for the whole row when i is outside [0, rows) (written without reading x or forming a
-// table address).
-// Never deadlocks: the writers wait on nothing, and every CTA of the (persistent, fully resident)
-// grid runs them whatever its tiles wait for.
-struct ProNormRowsBf16 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at launch; M
-  const bf16_t* __restrict__ x;       // [M, 5376]
-  const bf16_t* __restrict__ w;       // [5376]
-  const bf16_t* __restrict__ scale;   // [rows, table_stride]
-  const bf16_t* __restrict__ shift;
-  i64 table_stride, rows;
-  const void* __restrict__ index;     // int32 / int64 [M]
-  int index_is_64;
-  float eps;
-  bf16_t* a;                          // [M, 5376]: written here, read by the engine's TMA
-
-  static constexpr int kK = 5376;
-  static constexpr int kT = kK / 16;         // prologue.cu's threads per row: 336
-  static constexpr int kJ = (kT + 31) / 32;  // its warps: 11
-  static constexpr int kQ = kK / 8 / 32;     // 16-byte chunks per lane in the second pass: 21
-  static_assert(kK % 256 == 0, "whole 16-byte chunks per lane");
-  // Batches (loads in flight): spare warps (40 registers) 3 virtual warps (6 loads) / 1 chunk
-  // (4 loads); 4 / 1 and 3 / 2 spilled (32-64 bytes, NVRTC 12.9). Consumers 11 / 7.
-  static constexpr int kSpareU = 3, kSpareV = 1, kConsU = 11, kConsV = 7;
-
-  struct X2 {
-    uint4 v[2];
-  };
-  struct Chunk {
-    uint4 x, w, sc, sh;
-  };
-
-  // use(load(i), i) for i = 0..n-1, kB loads in flight: whole batches, then the rest one at a time.
-  template <int kB, class L, class U>
-  H3_DEVICE static void batched(int n, const L& load, const U& use) {
-    using T = decltype(load(0));
-    int i = 0;
-#pragma unroll 1
-    for (; i + kB <= n; i += kB) {
-      T v[kB];
-#pragma unroll
-      for (int u = 0; u < kB; ++u) v[u] = load(i + u);
-#pragma unroll
-      for (int u = 0; u < kB; ++u) use(v[u], i + u);
-    }
-#pragma unroll 1
-    for (; i < n; ++i) use(load(i), i);
-  }
-
-  // Row r by the calling warp.
-  template <int kU, int kV>
-  H3_DEVICE void row(int r) const {
-    const int lane = threadIdx.x % 32;
-    bf16_t* ar = a + static_cast<i64>(r) * kK + 8 * lane;
-    const i64 i = index_is_64 ? static_cast<const i64*>(index)[r] : static_cast<const int*>(index)[r];
-    if (i < 0 || i >= rows) {  // an invalid index: the whole row 0 (no table address formed)
-#pragma unroll 1
-      for (int q = 0; q < kQ; ++q) st16(ar + 256 * q, make_uint4(0, 0, 0, 0));
-      count_row(r, lane == 0, [] { __syncwarp(); });
-      return;
-    }
-    const bf16_t* xr = x + static_cast<i64>(r) * kK;
-    // 1. Sum of squares (DRAM), in prologue.cu's order; lane j keeps virtual warp j's total.
-    float tot = 0.f;
-    batched<kU>(
-        kJ,
-        [&](int j) {
-          const int t = 32 * j + lane;
-          X2 v{};
-          if (t < kT) {
-            v.v[0] = ld16(xr + 16 * t);
-            v.v[1] = ld16(xr + 16 * t + 8);
-          }
-          return v;
-        },
-        [&](const X2& v, int j) {
-          float f[16];
-          const float ss = warp_sum(sum_squares_bf16x16(v.v[0], v.v[1], f));
-          if (lane == j) tot = ss;
-        });
-    const float rstd = rmsnorm_rstd(warp_sum(lane < kJ ? tot : 0.f), kK, eps);
-    // 2. Normalize and modulate (x again from L2, the weight and the table rows L2 / L1 hits);
-    // lane l's chunk q holds columns 8 (l + 32 q) ..
-    const bf16_t* x8 = xr + 8 * lane;
-    const bf16_t* w8 = w + 8 * lane;
-    const bf16_t* sc8 = scale + i * table_stride + 8 * lane;
-    const bf16_t* sh8 = shift + i * table_stride + 8 * lane;
-    batched<kV>(
-        kQ,
-        [&](int q) {
-          return Chunk{ld16(x8 + 256 * q), ld16(w8 + 256 * q), ld16(sc8 + 256 * q),
-                       ld16(sh8 + 256 * q)};
-        },
-        [&](const Chunk& v, int q) {
-          float xf[8], wf[8], scf[8], shf[8];
-          unpack_bf16x8(v.x, xf);
-          unpack_bf16x8(v.w, wf);
-          unpack_bf16x8(v.sc, scf);
-          unpack_bf16x8(v.sh, shf);
-          u32 o[4];
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {  // (round_bf16x2: each half as round_bf16 rounds it)
-            float n0 = (xf[2 * e] * rstd) * wf[2 * e], n1 = (xf[2 * e + 1] * rstd) * wf[2 * e + 1];
-            float s0 = scf[2 * e] + 1.f, s1 = scf[2 * e + 1] + 1.f;
-            round_bf16x2(n0, n1);
-            round_bf16x2(s0, s1);
-            o[e] = cvt_bf16x2(__fmaf_rn(n0, s0, shf[2 * e]), __fmaf_rn(n1, s1, shf[2 * e + 1]));
-          }
-          st16(ar + 256 * q, make_uint4(o[0], o[1], o[2], o[3]));
-        });
-    count_row(r, lane == 0, [] { __syncwarp(); });
-  }
-
-  H3_DEVICE void spare(int wp, int r0, u8*) const {
-    spare_warp_rows(wp, r0, [&](int r) { row<kSpareU, kSpareV>(r); });
-  }
-
-  H3_DEVICE void consumers(int worker, int workers, int r0) const {
-    for (int r = worker; r < r0; r += workers) row<kConsU, kConsV>(r);
-  }
-};
+// The single-launch form (pre_attention.BF16_FUSED_PROLOGUE): the prologue's rows of `a` written
+// inside the GEMM launch by ProNormRows<false> (h3/norm_rows.cuh).
+using ProNormRowsBf16 = ProNormRows<false>;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define H3_CLUSTER_X2 __cluster_dims__(2, 1, 1)

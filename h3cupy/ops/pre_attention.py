@@ -53,7 +53,7 @@ PRE_ATTENTION_FP8 = jit.ModuleSpec(
     tuple(
         f"h3::pre_attention_fp8{c}_sm90<{mode}>"
         for mode in range(3)
-        for c in ("_x2", "_m192_x2", "_m192", "_n192", "_n192_tail", "")
+        for c in ("_x2", "_m192_x2", "_m192", "_n192", "_n192_tail", "_n192_fused", "")
     ),
 )
 OUT_MODES = ("bf16", "e4m3", "nvfp4")
@@ -99,6 +99,15 @@ FP8_TILES = ("n192", "m192", "m128")
 #: differ from the unsplit ones in the last bits (fp32 partials added in another order), and are
 #: the same from run to run, eager or in a CUDA graph.
 FP8_PAIR_TAIL_SPLIT = False
+#: The FP8 op on sm_90a at M > 256 with the ``"n192"`` tiles in one launch (session 26; compiled
+#: and SASS-checked, not yet run on a GPU, so off): the GEMM kernel writes ``act_q`` and
+#: ``act_scale`` itself, with the prologue's arithmetic and reduction order (the same bytes),
+#: behind per-128-row-tile ready counters in the op's scratch: the consumer warps the first
+#: round's rows before their first tile, the spare producer warps the rest, three passes over
+#: each row (its sum of squares, its amax, its codes; kernels/pre_attention_fp8.cu,
+#: h3/norm_rows.cuh). The prologue launch is ~5% of the op at M = 4824 (session 23's count).
+#: Not with :data:`FP8_PAIR_TAIL_SPLIT`, nor with the other tiles: they keep the two launches.
+FP8_FUSED_PROLOGUE = False
 #: The BF16 op's epilogue on its 128 x 256 tiles (M > 256, sm_90a), a module setting so that tests
 #: and benchmarks can run both forms in one process:
 #:
@@ -561,7 +570,13 @@ def minimax_h3_fp8_pre_attention(
         "m128": "_x2",
         "m192": f"_m192{'_x2' if cluster == 2 else ''}",
     }[tile]
-    name = f"h3::pre_attention_fp8{suffix}_sm90<{mode}>"
+    fused = bool(FP8_FUSED_PROLOGUE) and pairs
+    if fused and FP8_PAIR_TAIL_SPLIT:
+        raise ValueError(
+            "pre_attention.FP8_FUSED_PROLOGUE and FP8_PAIR_TAIL_SPLIT: the single launch has no "
+            "tail split; set one of them False"
+        )
+    name = f"h3::pre_attention_fp8{suffix}{'_fused' if fused else ''}_sm90<{mode}>"
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
     desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 64 * wg)
     desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, tile_n // cluster)
@@ -573,6 +588,7 @@ def minimax_h3_fp8_pre_attention(
     # programmatic launch overlaps the prologue's tail. The pairs plan in 384-column units (a
     # pair's two 192-column tiles: one counter per pair and warpgroup, two partial tiles per
     # split unit, the layout of tail_split_words at tile_n = 384) and split in the _tail kernel.
+    # The single launch's ready counters (one word per 128-row tile) go first in the scratch.
     plan = gemm.tail_plan(
         kernel,
         m,
@@ -582,7 +598,8 @@ def minimax_h3_fp8_pre_attention(
         smem,
         dev,
         D // 128,
-        split=FP8_PAIR_TAIL_SPLIT or not pairs,
+        ready=-(-m // 128) if fused else 0,
+        split=(FP8_PAIR_TAIL_SPLIT or not pairs) and not fused,
         wg=wg,
     )
     if pairs and plan.splits > 1:
@@ -590,9 +607,19 @@ def minimax_h3_fp8_pre_attention(
             PRE_ATTENTION_FP8, f"h3::pre_attention_fp8_n192_tail_sm90<{mode}>", target
         )
     buf = gemm.plan_workspace(plan, None, dev, [xt], "")
-    # Launch 1: prologue with per-token FP8 of a.
-    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
-    # Launch 2: the FP8 QKV GEMM with the pre-attention epilogue and the output mode.
+    extra: tuple = ()
+    if fused:  # the GEMM launch writes act_q and act_scale itself
+        extra = (
+            *operand_args(xt, wt, st, ht, it, rows, stride),
+            i32(1 if it.fmt == "int64" else 0),
+            f32(eps),
+            ptr(aq),
+            np.uint64(buf.data.ptr),
+        )
+    else:  # Launch 1: prologue with per-token FP8 of a.
+        launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
+    # Launch 2 (or the only one): the FP8 QKV GEMM with the pre-attention epilogue and the output
+    # mode.
     launch(
         kernel,
         plan.grid,
@@ -612,8 +639,11 @@ def minimax_h3_fp8_pre_attention(
             *_mode_args(sfs, scal),
             f32(eps),
             *gemm.tail_args(plan, buf),
+            *extra,
         ),
-        tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs] + _mode_tensors(sfs, scal),
+        tensors=[xt, aq, asc, wq, ws, qn, kn, cs, *outs]
+        + _mode_tensors(sfs, scal)
+        + ([wt, st, ht, it] if fused else []),
         smem=smem,
         pdl=True,
     )

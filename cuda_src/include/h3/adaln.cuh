@@ -1,6 +1,6 @@
 // The RMSNorm pieces of the shared prologue (SPEC.md section 2) that every kernel writing `a`
 // must compute in the same order to give the same bits: prologue.cu, and the BF16
-// pre-attention's single launch (kernels/pre_attention.cu, ProNormRowsBf16).
+// pre-attention's single launch (h3/norm_rows.cuh, ProNormRows).
 #pragma once
 #include "h3/common.cuh"
 #include "h3/numeric.cuh"

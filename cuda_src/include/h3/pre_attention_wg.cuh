@@ -88,7 +88,10 @@ H3_DEVICE void store_fragment_nvfp4(const float (&d)[64], float g, u8* staging, 
 // y = bf16((acc * act_scale[m]) * w_scale[n]) on a warpgroup's 64 x 128 fragment (the FP8 op).
 // load() issues the row scales' loads (with the math's, one batch); the column scales (512 bytes
 // per tile, read by every warp of the CTA) are read in apply(): they stay in L1.
-struct WgYRowCol {
+// kLive: act_scale is written during this launch (the single launch's rows, h3/norm_rows.cuh),
+// so it is read through L2 (a line of it cached in L1 earlier could be stale).
+template <bool kLive = false>
+struct WgYRowColT {
   const float* __restrict__ act_scale;  // [M]
   const float* __restrict__ w_scale;    // [21504]
   struct Ops {
@@ -99,7 +102,7 @@ struct WgYRowCol {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 16 * w + lane / 4 + 8 * h;
-      o.as[h] = row < M ? act_scale[row] : 0.f;
+      o.as[h] = row < M ? (kLive ? __ldcg(act_scale + row) : act_scale[row]) : 0.f;
     }
   }
   H3_DEVICE void apply(float (&d)[64], int col0, const Ops& o) const {
@@ -122,6 +125,8 @@ struct WgYRowCol {
     }
   }
 };
+
+using WgYRowCol = WgYRowColT<false>;
 
 // y = bf16(acc * alpha) (the NVFP4 op on dequantized bf16 operands).
 struct WgYAlpha {
@@ -209,9 +214,9 @@ struct EpiPreAttnQkv {
 // the same rows), so no value crosses threads and no barrier is needed. Stashing before the
 // whole head keeps at most 64 values live beside it (held across it, ptxas spilled). r = bf16(y)
 // is what SPEC section 3 normalizes, so the stash's bf16 is exact.
-template <int kOut>
+template <int kOut, bool kLive = false>  // kLive: WgYRowColT's (the single launch)
 struct EpiPreAttnPair {
-  EpiPreAttnQkv<kOut, WgYRowCol> one;
+  EpiPreAttnQkv<kOut, WgYRowColT<kLive>> one;
   static constexpr bool kPairN = true;
   static constexpr int kVecBytes = 32 * 128 * 4;  // the stash: 16 KiB per warpgroup
 
@@ -227,7 +232,7 @@ struct EpiPreAttnPair {
       if (tid == 0) bulk_wait_read();
       named_barrier_sync(wg, 128);
     }
-    typename WgYRowCol::Ops so;
+    typename WgYRowColT<kLive>::Ops so;
     one.scale.load(so, row0, one.math.M);
     one.scale.template apply_groups<kJ0, kJ0 + 8>(d, col0, so);
 #pragma unroll
