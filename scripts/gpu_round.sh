@@ -61,6 +61,23 @@ engine_ops_tests() {  # sessions 20-21: after an engine change, its own tests (t
     tests/test_mlp_gpu.py -k "test_fp8_out_proj[4824-int32] or nan_rows[fused] or \
     test_fp8_out_proj_tail_split or test_mlp_fp8[257] or test_mlp_fp8[4824]"
 }
+smoke_then_tests() {  # smoke_then_tests SMOKE FULL FLAG (session 26): the pre-attention tests
+                      # -k SMOKE (one test, 150 s); only if it passed, those -k FULL and
+                      # scripts/memcheck_ops.py FLAG under memcheck and synccheck; fails if the
+                      # smoke test did
+  if timeout 150 "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k "$1" >> "$OUT/tests.log" 2>&1
+  then
+    run 240 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k "$2"
+    for tool in memcheck synccheck; do
+      run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
+        --error-exitcode 3 python3 scripts/memcheck_ops.py "$3"
+    done
+  else
+    echo "== the smoke test failed: see tests.log" | tee -a "$OUT/tests.log"
+    status=1
+    return 1
+  fi
+}
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
   s21-b)  # session 21's first call: the engine with the consumers' tile index formed from the
@@ -146,21 +163,12 @@ case "$MODE" in
           # M = 4824), then, if it passed, its reference tests (every out mode, M = 257 / 4097 /
           # 4824, graph replay at 4824), the same bytes at 9648, memcheck and synccheck; then
           # the FP8 op's benchmark with h3_one_launch beside the default at the four centres
-    if timeout 150 "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
-        -k "test_fp8_pre_attention_fused_prologue_same_bits and 4824" >> "$OUT/tests.log" 2>&1
-    then
-      run 240 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py \
-        -k "test_fp8_pre_attention_fused_prologue"
-      for tool in memcheck synccheck; do
-        run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
-          --error-exitcode 3 python3 scripts/memcheck_ops.py --fp8
-      done
+    if smoke_then_tests "test_fp8_pre_attention_fused_prologue_same_bits and 4824" \
+        "test_fp8_pre_attention_fused_prologue" --fp8; then
       smi_start
       run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention \
         --m 4824 9648 19296 38592 --reps 10 --json "$OUT/bench_ops_fp8_pre.json"
       smi_stop
-    else
-      echo "== the smoke test failed: see tests.log" | tee -a "$OUT/tests.log"; status=1
     fi
     ;;
   s26-e)  # prepared in session 26, for when s26-c / s26-d find the deferred epilogue faster at
@@ -186,17 +194,8 @@ case "$MODE" in
           # reference tests, the rest of its same-bits tests, memcheck and synccheck; the BF16
           # benchmark (h3_defer beside the default), the engine probe of both forms and the
           # panomath A/B
-    if timeout 150 "${PYTEST[@]}" tests/test_pre_attention_gpu.py \
-        -k "test_bf16_pre_attention_defer_same_bits and 4824" >> "$OUT/tests.log" 2>&1; then
-      run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py \
-        -k "test_bf16_pre_attention_defer or epilogue_setting"
-      for tool in memcheck synccheck; do
-        run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
-          --error-exitcode 3 python3 scripts/memcheck_ops.py --bf16
-      done
-    else
-      echo "== the smoke test failed: see tests.log" | tee -a "$OUT/tests.log"; status=1
-    fi
+    smoke_then_tests "test_bf16_pre_attention_defer_same_bits and 4824" \
+      "test_bf16_pre_attention_defer or epilogue_setting" --bf16
     smi_start
     run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 1 --reps 20 \
       --no-fused --json "$OUT/bench_pre_attention.json"
