@@ -182,9 +182,10 @@ case "$MODE" in
     unset H3CUPY_TEST_BF16_EPILOGUE
     ;;
   s26-d)  # prepared in session 26 (after s26-c): the deferred epilogue under 1 / 3 k-tiles
-          # against 2 (probe_engine.py --ab defer1 / defer3, same bytes expected), and the
-          # default with its blocks staged whole on a three-stage ring (--ab pafull)
-    for ab in defer1 defer3 pafull; do
+          # against 2 (probe_engine.py --ab defer1 / defer3, same bytes expected), with its
+          # head-0 store issued before the wait (--ab deferearly), and the default and the
+          # deferred form with their blocks staged whole on a three-stage ring (--ab pafull)
+    for ab in defer1 defer3 deferearly pafull; do
       run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 12 \
         --json "$OUT/ab_$ab.json"
     done

@@ -38,7 +38,8 @@ ring; with ``pafull`` also the deferred epilogue with both heads parked in that 
 of one in registers), without the RMSNorm / RoPE (-DH3_PA_NOMATH: wrong outputs, the math's
 cost), or both, against the default, with the plain bf16 QKV GEMM as a control;
 ``defer1`` / ``defer3``: the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer") under 1 /
-3 k-tiles of the next tile instead of 2 (-DH3_PA_DEFER_TILES; the same bytes);
+3 k-tiles of the next tile instead of 2 (-DH3_PA_DEFER_TILES; the same bytes); ``deferearly``:
+its head-0 fence and TMA store issued before the wait for those k-tiles (-DH3_PA_DEFER_EARLY);
 ``fg4`` / ``fg2``: the BF16 pre-attention's single-launch form (pre_attention.BF16_FUSED_PROLOGUE)
 and its default with the tile order's first group 4 / 2 M-tile pairs instead of 8
 (-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
@@ -75,6 +76,7 @@ AB = {
     "pafullnomath": (("H3_PA_FULLSTAGE=1", "H3_PA_NOMATH=1"), False),
     "defer1": (("H3_PA_DEFER_TILES=1",), False),
     "defer3": (("H3_PA_DEFER_TILES=3",), False),
+    "deferearly": (("H3_PA_DEFER_EARLY=1",), False),
 }
 
 
@@ -282,7 +284,7 @@ def main() -> None:
                     f, *_ = forms(op, m)
                     cases[op] = f["h3"]
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
-            elif args.ab in ("defer1", "defer3"):
+            elif args.ab in ("defer1", "defer3", "deferearly"):
                 cases["bf16_pre_attention_defer"] = bf16_pre_attention_form(m, "defer", fused=True)
             elif args.ab in ("pafull", "panomath", "pafullnomath"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)

@@ -85,12 +85,33 @@ struct EpiPreAttnBf16 {
         }
       }
   }
+  // -DH3_PA_DEFER_EARLY (a diagnostic build, probe_engine.py --ab deferearly): head 0's fence
+  // and TMA store issued at the end of defer_math, with the next tile's k-tiles still in flight
+  // (session 17 saw such a fence wait for them); the default issues them after the wait.
+#ifdef H3_PA_DEFER_EARLY
+  static constexpr bool kEarly = !kParkAll;
+#else
+  static constexpr bool kEarly = false;
+#endif
   // Under the next tile's first k-tiles: Q / K RMSNorm and RoPE of both heads (V: nothing), each
   // thread on the words it parked (no barrier needed).
   template <int kW>
   H3_DEVICE void defer_math(u32 (&pk)[kW], int row0, int col0, u8* staging) const {
     const int kind = col0 / kPaKindCols;
-    if (kind >= 2) return;
+    if (kind < 2) defer_heads(pk, row0, kind, staging);
+    if constexpr (kEarly) {
+      const int wg = threadIdx.x / 128, head0 = (col0 % kPaKindCols) / kPaHeadDim;
+      fence_proxy_async_smem();
+      named_barrier_sync(wg, 128);
+      if (threadIdx.x % 128 == 0) {
+        store_box(kind, head0, 0, row0, staging);
+        store_box(kind, head0, 1, row0, staging + 8192);
+        bulk_commit();
+      }
+    }
+  }
+  template <int kW>
+  H3_DEVICE void defer_heads(u32 (&pk)[kW], int row0, int kind, u8* staging) const {
     const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
     const u32 base = smem_addr(staging);
     u32 chain = 0;
@@ -119,8 +140,10 @@ struct EpiPreAttnBf16 {
                               int wg) const {
     const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
     const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
-    fence_proxy_async_smem();
-    named_barrier_sync(wg, 128);
+    if constexpr (!kEarly) {
+      fence_proxy_async_smem();
+      named_barrier_sync(wg, 128);
+    }
     if constexpr (kParkAll) {
       if (tid == 0) {
 #pragma unroll
@@ -129,9 +152,11 @@ struct EpiPreAttnBf16 {
       }
     } else {
       if (tid == 0) {
-        store_box(kind, head0, 0, row0, staging);
-        store_box(kind, head0, 1, row0, staging + 8192);
-        bulk_commit();
+        if constexpr (!kEarly) {
+          store_box(kind, head0, 0, row0, staging);
+          store_box(kind, head0, 1, row0, staging + 8192);
+          bulk_commit();
+        }
         bulk_wait_read();
       }
       named_barrier_sync(wg, 128);
