@@ -398,38 +398,26 @@ def _pa_mode_scalars(out_mode: str) -> tuple[dict, dict]:
     return op_kw, {n: float(v) for n, v in zip(names, vals, strict=True)}
 
 
-def check_pre_attention_fp8(
-    m: int,
-    out_mode: str,
-    rng: np.random.Generator | None = None,
-    *,
-    max_ref_rows: int = 160,
-    graph: bool = False,
-    extra_rows=(),
-) -> list[Check]:
-    """``minimax_h3_fp8_pre_attention`` against the reference that consumes the kernel's own
-    quantized activation (SPEC §8, FP8/NVFP4 ops): ``|out - ref| <= 1e-2 + 1e-2*mag +
-    2*ulp_bf16(mag)`` (mag with the RoPE partner on Q/K dims [0, 96)), plus one code step of the
-    output format in "e4m3" / "nvfp4" modes (compared as decoded values); NVFP4 output scales
-    within one ue4m3 code. Scalars mix Python floats and device arrays. ``extra_rows``: rows
-    checked beside the random sample (e.g. the tiles of a tail split)."""
+def fp8_pre_attention_runner(m: int, out_mode: str, rng: np.random.Generator):
+    """Inputs of ``minimax_h3_fp8_pre_attention`` in the model's distributions (int32 AdaLN
+    indices, some invalid) and ``run(**outputs)``, a call of the op on them with the act_q /
+    act_scale workspaces (poisoned here) and the out mode's scalars: ``(host inputs, weight codes,
+    weight scales, act_q, act_scale, run)``. The uploads are hoisted, so ``run`` can be captured
+    in a CUDA graph."""
     import cupy
 
     from .ops.pre_attention import minimax_h3_fp8_pre_attention
 
-    rng = rng or np.random.default_rng()
     host = ref_inputs.pre_attention_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
     wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
     dev = {k: upload(host[k]) for k in ref_inputs.QUANT_PRE_ATTENTION_KEYS}
     act_q = cupy.empty((m, D), np.uint8)
     act_scale = cupy.empty((m,), np.float32)
     poison(act_q, act_scale)
-    kw, scal = _pa_mode_scalars(out_mode)
-
+    kw, _ = _pa_mode_scalars(out_mode)
     wq_d = cupy.asarray(wq)
     wsc_d = cupy.asarray(wsc)
 
-    # uploads hoisted: run() is also captured in a CUDA graph (no copies there)
     def run(**outs):
         return minimax_h3_fp8_pre_attention(
             dev["x"],
@@ -448,6 +436,28 @@ def check_pre_attention_fp8(
             **kw,
             **outs,
         )
+
+    return host, wq, wsc, act_q, act_scale, run
+
+
+def check_pre_attention_fp8(
+    m: int,
+    out_mode: str,
+    rng: np.random.Generator | None = None,
+    *,
+    max_ref_rows: int = 160,
+    graph: bool = False,
+    extra_rows=(),
+) -> list[Check]:
+    """``minimax_h3_fp8_pre_attention`` against the reference that consumes the kernel's own
+    quantized activation (SPEC §8, FP8/NVFP4 ops): ``|out - ref| <= 1e-2 + 1e-2*mag +
+    2*ulp_bf16(mag)`` (mag with the RoPE partner on Q/K dims [0, 96)), plus one code step of the
+    output format in "e4m3" / "nvfp4" modes (compared as decoded values); NVFP4 output scales
+    within one ue4m3 code. Scalars mix Python floats and device arrays. ``extra_rows``: rows
+    checked beside the random sample (e.g. the tiles of a tail split)."""
+    rng = rng or np.random.default_rng()
+    host, wq, wsc, act_q, act_scale, run = fp8_pre_attention_runner(m, out_mode, rng)
+    _, scal = _pa_mode_scalars(out_mode)
 
     res = run()
     rows = np.union1d(sample_rows(m, max_ref_rows, rng), np.asarray(extra_rows, np.int64))

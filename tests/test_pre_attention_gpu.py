@@ -395,33 +395,16 @@ def test_fp8_pre_attention_pair_tail_split_elsewhere_same_bits(rng, monkeypatch)
     mainloop and epilogue on every whole pair), and inside them it differs from it at most in
     the last bits of the sums: at M = 5200 the split pairs are columns 4 x 384 .. of rows
     5120-5199, so every row below 5120 is bitwise the unsplit one."""
-    import cupy
-
-    from h3cupy import formats
     from h3cupy.ops import pre_attention
-    from h3cupy.reference import inputs as ref_inputs
-    from h3cupy.testing import download, upload
+    from h3cupy.testing import download
+    from h3cupy.verify import fp8_pre_attention_runner
 
     _need_sm90()
     m = 5200
-    host = ref_inputs.pre_attention_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
-    wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
-    dev = {k: upload(host[k]) for k in ref_inputs.QUANT_PRE_ATTENTION_KEYS}
+    *_, op = fp8_pre_attention_runner(m, "bf16", rng)
 
     def run():
-        res = pre_attention.minimax_h3_fp8_pre_attention(
-            dev["x"],
-            dev["x_norm_weight"],
-            dev["adaln_scale"],
-            dev["adaln_shift"],
-            dev["adaln_index"],
-            cupy.asarray(wq),
-            cupy.asarray(wsc),
-            dev["q_norm_weight"],
-            dev["k_norm_weight"],
-            dev["rope_cos_sin"],
-        )
-        return [download(t).view(np.uint16) for t in res[:3]]
+        return [download(t).view(np.uint16) for t in op()[:3]]
 
     base = run()
     monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", True)
@@ -457,34 +440,16 @@ def test_fp8_pre_attention_fused_prologue_same_bits(m, rng, monkeypatch):
     """The single launch's act_q, act_scale and q / k / v have the two launches' bytes (the
     prologue kernel's arithmetic, reduction order and quantization; invalid indices give zero
     rows with s = RN(1e-12 / 448)), eager twice; with the pairs' tail split it is refused."""
-    import cupy
-
-    from h3cupy import formats
     from h3cupy.ops import pre_attention
-    from h3cupy.reference import inputs as ref_inputs
-    from h3cupy.testing import download, poison, upload
+    from h3cupy.testing import download, poison
+    from h3cupy.verify import fp8_pre_attention_runner
 
     _need_sm90()
-    host = ref_inputs.pre_attention_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
-    wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
-    dev = {k: upload(host[k]) for k in ref_inputs.QUANT_PRE_ATTENTION_KEYS}
-    wq, wsc = cupy.asarray(wq), cupy.asarray(wsc)
-    act_q = cupy.empty((m, 5376), np.uint8)
-    act_scale = cupy.empty((m,), np.float32)
+    *_, act_q, act_scale, op = fp8_pre_attention_runner(m, "bf16", rng)
 
     def run():
         poison(act_q, act_scale)
-        res = pre_attention.minimax_h3_fp8_pre_attention(
-            *(dev[k] for k in ("x", "x_norm_weight", "adaln_scale", "adaln_shift")),
-            dev["adaln_index"],
-            wq,
-            wsc,
-            dev["q_norm_weight"],
-            dev["k_norm_weight"],
-            dev["rope_cos_sin"],
-            act_q=act_q,
-            act_scale=act_scale,
-        )
+        res = op()
         return [download(t).view(np.uint16) for t in res[:3]] + [
             download(act_q),
             download(act_scale).view(np.uint32),

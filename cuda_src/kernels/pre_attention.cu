@@ -1,6 +1,7 @@
 // minimax_h3_bf16_pre_attention, launch 2 of 2 (SPEC.md section 3): the QKV GEMM on the sm_90a
 // engine with the pre-attention epilogue. Launch 1 is the prologue (prologue.cu) writing `a`; the
-// single-launch kernels (_fused, ProNormRowsBf16 below) write `a` themselves.
+// single-launch kernels (_fused, ProNormRowsBf16 = h3/norm_rows.cuh's ProNormRows<false>) write
+// `a` themselves.
 //
 // Columns are in engine order [kind, head, dim] (kind 0 Q, 1 K, 2 V; 56 heads of 128), so a
 // 128-column slice of a tile is exactly one (kind, head). Per row and head of Q and K:
@@ -39,10 +40,10 @@ namespace h3 {
 // wait between the two heads' passes; -DH3_PA_NOMATH skips the RMSNorm and RoPE (wrong outputs:
 // what the math costs the tile). Together: the consumers' share of an epilogue whose math would
 // run on other warps.
-// kDefer > 0 (pre_attention.BF16_DEFER, 128 x 256 tiles): the deferred epilogue (the engine's
-// kDeferTiles, h3/gemm_sm90.cuh): the tile's fragment as bf16 pairs, its math (apply_pk, the same
-// bits) and the first head's staging stores under the next tile's first kDefer k-tiles, the
-// stores' fence, TMA issue and the second head's pass after them.
+// kDefer > 0 (pre_attention.BF16_EPILOGUE = "defer", 128 x 256 tiles): the deferred epilogue
+// (the engine's kDeferTiles, h3/gemm_sm90.cuh): the tile's block parked as bf16 (head 0 in the
+// staging buffer, head 1 in registers), its math (PreAttnMath::head_words, the same bits) under
+// the next tile's first kDefer k-tiles, then the two store passes.
 template <bool kHeads = false, int kDefer = 0>
 struct EpiPreAttnBf16 {
 #ifdef H3_PA_FULLSTAGE

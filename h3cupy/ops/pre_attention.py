@@ -128,8 +128,8 @@ BF16_EPILOGUES = ("rows", "heads", "defer")
 #: session 25: 0.4-3.4% faster than the two launches at every centre on an H100, the same bits,
 #: benchmarks/NOTES.md): the GEMM kernel writes `a` itself (the prologue's rows, the
 #: same bits) behind per-128-row-tile ready counters, the first round's rows by the consumer
-#: warps before their first tile and the rest by the spare producer warps (kernels/
-#: pre_attention.cu, ProNormRowsBf16), instead of a prologue launch before it. False: the prologue
+#: warps before their first tile and the rest by the spare producer warps (h3/norm_rows.cuh,
+#: ProNormRows<false>), instead of a prologue launch before it. False: the prologue
 #: launch, then the GEMM.
 BF16_FUSED_PROLOGUE = True
 #: Whether BACKEND = "auto" gives the NVFP4 op its Hopper path (bf16 wgmma on dequantized
