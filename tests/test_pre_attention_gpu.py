@@ -439,7 +439,7 @@ def test_fp8_pre_attention_fused_prologue(m, out_mode, rng, monkeypatch):
 def test_fp8_pre_attention_fused_prologue_same_bits(m, rng, monkeypatch):
     """The single launch's act_q, act_scale and q / k / v have the two launches' bytes (the
     prologue kernel's arithmetic, reduction order and quantization; invalid indices give zero
-    rows with s = RN(1e-12 / 448)), eager twice; with the pairs' tail split it is refused."""
+    rows with s = RN(1e-12 / 448)), eager twice."""
     from h3cupy.ops import pre_attention
     from h3cupy.testing import download, poison
     from h3cupy.verify import fp8_pre_attention_runner
@@ -455,15 +455,43 @@ def test_fp8_pre_attention_fused_prologue_same_bits(m, rng, monkeypatch):
             download(act_scale).view(np.uint32),
         ]
 
-    want = run()  # the two launches (the default)
+    monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", False)
+    want = run()  # the two launches
     monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", True)
     for attempt in ("eager 1", "eager 2"):
         got = run()
         for name, a, b in zip(("q", "k", "v", "act_q", "act_scale"), want, got, strict=True):
             assert np.array_equal(a, b), f"{name} differs ({attempt})"
+
+
+def test_fp8_pre_attention_tail_split_takes_two_launches(rng, monkeypatch):
+    """With the pairs' tail split (pre_attention.FP8_PAIR_TAIL_SPLIT) the op takes the two
+    launches even under FP8_FUSED_PROLOGUE (the single launch has no tail split): the prologue
+    kernel is fetched and the single-launch kernel is not; without it, the single-launch kernel
+    is. Checked by the kernels the op asks for, not by bytes."""
+    from h3cupy.core import jit
+    from h3cupy.ops import pre_attention
+    from h3cupy.verify import fp8_pre_attention_runner
+
+    _need_sm90()
+    *_, op = fp8_pre_attention_runner(4824, "bf16", rng)
+    names = []
+    real = jit.get_kernel
+
+    def spy(spec, name, *args, **kwargs):
+        names.append(name)
+        return real(spec, name, *args, **kwargs)
+
+    monkeypatch.setattr(jit, "get_kernel", spy)
+    monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", True)
     monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", True)
-    with pytest.raises(ValueError, match="the single launch has no tail split"):
-        run()
+    op()
+    assert any("prologue" in n for n in names), names
+    assert not any("_fused" in n for n in names), names
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", False)
+    names.clear()
+    op()
+    assert any("pre_attention_fp8_n192_fused" in n for n in names), names
 
 
 def test_fp8_pre_attention_tile_setting(rng, monkeypatch):

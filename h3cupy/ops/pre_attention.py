@@ -97,17 +97,20 @@ FP8_TILES = ("n192", "m192", "m128")
 #: otherwise idle CTAs; each warpgroup's last arrival sums the partials in split order and runs
 #: the pair's two epilogues (kernel ``pre_attention_fp8_n192_tail_sm90``). The split tiles' sums
 #: differ from the unsplit ones in the last bits (fp32 partials added in another order), and are
-#: the same from run to run, eager or in a CUDA graph.
+#: the same from run to run, eager or in a CUDA graph. True also takes the two launches
+#: (:data:`FP8_FUSED_PROLOGUE`'s single launch has no tail split).
 FP8_PAIR_TAIL_SPLIT = False
-#: The FP8 op on sm_90a at M > 256 with the ``"n192"`` tiles in one launch (session 26; compiled
-#: and SASS-checked, not yet run on a GPU, so off): the GEMM kernel writes ``act_q`` and
-#: ``act_scale`` itself, with the prologue's arithmetic and reduction order (the same bytes),
-#: behind per-128-row-tile ready counters in the op's scratch: the consumer warps the first
-#: round's rows before their first tile, the spare producer warps the rest, three passes over
-#: each row (its sum of squares, its amax, its codes; kernels/pre_attention_fp8.cu,
-#: h3/norm_rows.cuh). The prologue launch is ~5% of the op at M = 4824 (session 23's count).
-#: Not with :data:`FP8_PAIR_TAIL_SPLIT`, nor with the other tiles: they keep the two launches.
-FP8_FUSED_PROLOGUE = False
+#: The FP8 op on sm_90a at M > 256 with the ``"n192"`` tiles in one launch (written in session
+#: 26, the default since session 27: its tests passed on an H100, and it was faster than the two
+#: launches at every centre in two of three runs, by 1.7-6.3% on an H200 (benchmarks/NOTES.md,
+#: session 27)): the GEMM kernel writes ``act_q`` and ``act_scale`` itself, with the prologue's
+#: arithmetic and reduction order (the same bytes), behind per-128-row-tile ready counters in the
+#: op's scratch: the consumer warps the first round's rows before their first tile, the spare
+#: producer warps the rest, three passes over each row (its sum of squares, its amax, its codes;
+#: kernels/pre_attention_fp8.cu, h3/norm_rows.cuh). False: the prologue launch, then the GEMM.
+#: The other tiles, and the pairs with :data:`FP8_PAIR_TAIL_SPLIT` (the single launch has no
+#: tail split), keep the two launches.
+FP8_FUSED_PROLOGUE = True
 #: The BF16 op's epilogue on its 128 x 256 tiles (M > 256, sm_90a), a module setting so that tests
 #: and benchmarks can run both forms in one process:
 #:
@@ -490,7 +493,9 @@ def minimax_h3_fp8_pre_attention(
     Runs on sm_90a (the wgmma engine with fp32 promotion; H200-verified) and sm_120a (the TMA-fed
     mma.sync back end, e4m3 form per :data:`FP8_MMA_FORM`; compile- and SASS-checked, and on
     the H200 when :data:`BACKEND` is ``"mma"``). No host sync; with every output and workspace
-    supplied, no per-call allocation (the tail split's scratch: see the module docstring).
+    supplied, no per-call allocation (the tail split's scratch: see the module docstring). On
+    sm_90a at M > 256 the prologue runs inside the GEMM launch (:data:`FP8_FUSED_PROLOGUE`): one
+    launch, ``act_q`` / ``act_scale`` written with the prologue kernel's bytes.
     """
 
     eps = checks.check_positive_finite(eps, "eps")
@@ -570,12 +575,8 @@ def minimax_h3_fp8_pre_attention(
         "m128": "_x2",
         "m192": f"_m192{'_x2' if cluster == 2 else ''}",
     }[tile]
-    fused = bool(FP8_FUSED_PROLOGUE) and pairs
-    if fused and FP8_PAIR_TAIL_SPLIT:
-        raise ValueError(
-            "pre_attention.FP8_FUSED_PROLOGUE and FP8_PAIR_TAIL_SPLIT: the single launch has no "
-            "tail split; set one of them False"
-        )
+    # (an explicit FP8_PAIR_TAIL_SPLIT takes the two launches: the single launch has no tail split)
+    fused = bool(FP8_FUSED_PROLOGUE) and pairs and not FP8_PAIR_TAIL_SPLIT
     name = f"h3::pre_attention_fp8{suffix}{'_fused' if fused else ''}_sm90<{mode}>"
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
     desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 64 * wg)
