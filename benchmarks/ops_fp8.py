@@ -297,7 +297,7 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
 
     import h3cupy
     from h3cupy import formats
-    from h3cupy.ops import gemm, out_proj, pre_attention
+    from h3cupy.ops import gemm, mlp, out_proj, pre_attention
     from h3cupy.reference import inputs
     from h3cupy.testing import torch_cuda as dev
 
@@ -487,6 +487,8 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
         fns["h3_two_launch"] = fused_quant(lambda i: mlp_call(), False)
         fns["h3_no_quant"] = without_quant_launch(fused_quant(fns["h3"], False))
         fns["h3_no_tail"] = tail_split(fns["h3"], False)
+        # FC1 with the prologue inside its launch (session 27, mlp.FC1_FUSED_PROLOGUE)
+        fns["h3_fc1_one_launch"] = with_setting(mlp, "FC1_FUSED_PROLOGUE", True, fns["h3"])
         args = (x, w, scale, shift, idx, gate, residual, w1q, w1s, w2q, w2s)
         chain = chain_mlp
         a_in, s_in = fp8_rows(torch.randn(m, D, device="cuda").bfloat16())
@@ -550,6 +552,7 @@ def run(
         "h3_no_tail",
         "h3_pair_tail",
         "h3_prologue_launch",
+        "h3_fc1_one_launch",
         "h3_pdl",
         "engine",
         "h3_emulation",
@@ -636,6 +639,7 @@ def main() -> None:
                 "h3_no_tail_ms": "without the tail split",
                 "h3_pair_tail_ms": "with the pairs' tail split (two launches)",
                 "h3_prologue_launch_ms": "the prologue as a launch of its own",
+                "h3_fc1_one_launch_ms": "FC1 with the prologue inside its launch",
                 "h3_pdl_ms": "with the programmatic launch",
             }
             extra = [f"{v} {row[k]:.3f} ms" for k, v in forms.items() if k in row]

@@ -654,9 +654,10 @@ def check_pre_attention_nvfp4(
 
 def _expected_flags(m: int) -> np.ndarray:
     """The first words of the MLP's workspace_flags after a call: those the op zeroes before
-    FC2's launch (one ready flag per 128-row tile of y, and gemm.TailPlan.zero). The ready
-    counters at the front then hold the rows of each 128-row tile of y (the fused form); the
-    tail split's arrival counters are back at zero (each tile's last arrival resets its own).
+    FC2's launch (one ready flag per 128-row tile of y, with mlp.FC1_FUSED_PROLOGUE one per
+    128-row tile of a after them, and gemm.TailPlan.zero). The ready counters at the front then
+    hold the rows of each 128-row tile of y (the fused form), FC1's those of a; the tail split's
+    arrival counters are back at zero (each tile's last arrival resets its own).
     On the mma.sync back end, which uses no flags: the zeroed ready flags."""
     from .core import arch
     from .ops import mlp, out_proj
@@ -664,10 +665,14 @@ def _expected_flags(m: int) -> np.ndarray:
     dev = arch.current_device()
     if out_proj.gemm_backend(arch.device_target(dev)) != "wgmma":
         return np.zeros(-(-m // 128), np.int32)
-    plan = out_proj.plan_fp8_gemm_wgmma(m, mlp.FFN, mlp.FUSED_QUANT, dev)
+    fc1 = mlp._fc1_ready(m, dev)
+    plan = out_proj.plan_fp8_gemm_wgmma(m, mlp.FFN, mlp.FUSED_QUANT, dev, fc1)
     want = np.zeros(max(plan.tail.zero, -(-m // 128)), np.int32)
+    tile_rows = np.minimum(128, m - 128 * np.arange(plan.ready))
     if mlp.FUSED_QUANT:
-        want[: plan.ready] = np.minimum(128, m - 128 * np.arange(plan.ready))
+        want[: plan.ready] = tile_rows
+    if fc1:  # the single-launch FC1's counters (rows of a per 128-row tile) after FC2's
+        want[plan.ready : plan.ready + fc1] = tile_rows
     return want
 
 

@@ -11,7 +11,8 @@ form, each with the default and the deferred epilogue (pre_attention.BF16_EPILOG
 session 26; ``--bf16``: those four only), the out_proj in its single-launch and two-launch forms
 and the MLP (three launches, y quantized inside FC2's launch), at M = 3000 (24 row tiles; the
 out_proj's first round reads rows 0..1023). ``--fp8``: the FP8 pre-attention's single launch
-only (pre_attention.FP8_FUSED_PROLOGUE). See memcheck_gemm.py for --report-api-errors.
+only (pre_attention.FP8_FUSED_PROLOGUE). ``--mlp``: the MLP with FC1's single launch
+(mlp.FC1_FUSED_PROLOGUE) and without it. See memcheck_gemm.py for --report-api-errors.
 """
 
 from __future__ import annotations
@@ -54,6 +55,25 @@ def fp8_pre_attention_single_launch(m: int, rng) -> None:
         pre_attention.FP8_FUSED_PROLOGUE = default
 
 
+def mlp_fc1_single_launch(m: int, rng) -> None:
+    """The MLP with FC1's prologue inside its launch (mlp.FC1_FUSED_PROLOGUE, session 27; at
+    M = 3000 the consumer warps write rows 0..1023 of a_q, the spare producer warps the rest),
+    then with the prologue launch, each with the caller's workspace_flags."""
+    host = inputs.mlp_inputs(m, rows=9, rng=rng)
+    w1q, w1s = formats.fp8_quantize_per_channel(formats.fc1_prepack_rows(host["fc1_weight"]))
+    w2q, w2s = formats.fp8_quantize_per_channel(host["fc2_weight"])
+    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index", "gate", "residual")
+    args = [cupy.asarray(host[x]) for x in keys] + [cupy.asarray(w) for w in (w1q, w1s, w2q, w2s)]
+    default = mlp.FC1_FUSED_PROLOGUE
+    try:
+        for fused in (True, False):
+            mlp.FC1_FUSED_PROLOGUE = fused
+            flags = cupy.zeros(mlp.minimax_h3_mlp_fc2_flags_sm120(m), np.int32)
+            mlp.minimax_h3_mlp_fp8_sm120(*args, workspace_flags=flags)
+    finally:
+        mlp.FC1_FUSED_PROLOGUE = default
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     m = 3000
@@ -61,6 +81,11 @@ def main() -> None:
         fp8_pre_attention_single_launch(m, rng)
         cupy.cuda.Device().synchronize()
         print(f"memcheck_ops: the FP8 pre-attention's single launch, 3 out modes at M = {m}")
+        return
+    if "--mlp" in sys.argv[1:]:
+        mlp_fc1_single_launch(m, rng)
+        cupy.cuda.Device().synchronize()
+        print(f"memcheck_ops: the MLP with FC1's single launch and with the prologue at M = {m}")
         return
     host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
     out = cupy.empty((8, m, 56 // 8, 3, 128), formats.BF16)

@@ -82,6 +82,67 @@ def test_mlp_errors(rng):
     assert minimax_h3_mlp_fc2_flags_sm120(129) >= 2
 
 
+# FC1's single launch (mlp.FC1_FUSED_PROLOGUE, single CTAs on 128 x 192 tiles at M > 256): the
+# FC1 kernel writes a_q and a_scale itself, the first round's rows by the consumer warps, the
+# rest by the spare producer warps in three passes per row; M = 257 has every row in the first
+# round, 4097 / 4824 the rest in the spare warps (int32 and int64 indices, some invalid).
+@pytest.mark.parametrize("m", (257, 4097, 4824))
+def test_mlp_fp8_fc1_single_launch(m, rng, monkeypatch):
+    """The reference checks of test_mlp_fp8 (and the flags: FC1's counters after FC2's), with
+    a second eager run and a CUDA-graph replay at M = 4824, bytewise."""
+    from h3cupy.ops import mlp
+
+    _need_sm90()
+    monkeypatch.setattr(mlp, "FC1_FUSED_PROLOGUE", True)
+    results = check_mlp_fp8(m, rng, index_dtype=np.int64 if m % 2 else np.int32, graph=m == 4824)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("m", (4824, 9648))
+def test_mlp_fp8_fc1_single_launch_same_bytes(m, rng, monkeypatch):
+    """FC1's single launch gives the prologue launch's bytes: a_q and a_scale (the prologue
+    kernel's arithmetic, reduction order and quantization; invalid indices give zero rows with
+    s = RN(1e-12 / 448)), hence y, y_q, y_scale and out, eager twice; every workspace poisoned
+    before each run."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops import mlp
+    from h3cupy.reference import inputs
+    from h3cupy.testing import download, poison, upload
+
+    _need_sm90()
+    host = inputs.mlp_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
+    w1q, w1s = formats.fp8_quantize_per_channel(formats.fc1_prepack_rows(host["fc1_weight"]))
+    w2q, w2s = formats.fp8_quantize_per_channel(host["fc2_weight"])
+    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index", "gate", "residual")
+    dev = [upload(host[k]) for k in keys]
+    weights = [cupy.asarray(w) for w in (w1q, w1s, w2q, w2s)]
+    ws = {
+        "workspace_a_q": cupy.empty((m, 5376), np.uint8),
+        "workspace_a_scale": cupy.empty((m,), np.float32),
+        "workspace_y": cupy.empty((m, mlp.FFN), formats.BF16),
+        "workspace_y_q": cupy.empty((m, mlp.FFN), np.uint8),
+        "workspace_y_scale": cupy.empty((m,), np.float32),
+    }
+    out = cupy.empty((m, 5376), formats.BF16)
+
+    def run():
+        poison(out, *ws.values())
+        mlp.minimax_h3_mlp_fp8_sm120(*dev, *weights, out=out, **ws)
+        return [download(t).view(np.uint8) for t in (out, *ws.values())]
+
+    names = ("out", *ws)
+    monkeypatch.setattr(mlp, "FC1_FUSED_PROLOGUE", False)
+    want = run()
+    monkeypatch.setattr(mlp, "FC1_FUSED_PROLOGUE", True)
+    for attempt in ("eager 1", "eager 2"):
+        got = run()
+        for name, a, b in zip(names, want, got, strict=True):
+            assert np.array_equal(a, b), f"{name} differs ({attempt})"
+
+
 @pytest.mark.parametrize("m", (129, 4824))
 def test_mlp_fp8_separate_y_quantization(m, rng, monkeypatch):
     """y's per-token FP8 as a launch of its own (FUSED_QUANT = False; the tests above run the

@@ -13,6 +13,7 @@
 // FC2 reuses the out_proj kernels (out_proj.cu: gated-residual epilogue) on y's per-token FP8.
 #include "h3/gemm_mma_tma.cuh"
 #include "h3/gemm_sm90.cuh"
+#include "h3/norm_rows.cuh"
 #include "h3/quant.cuh"
 
 namespace h3 {
@@ -21,8 +22,13 @@ namespace h3 {
 // columns come through shared memory (the engine's kVecBytes, copied during the mainloop) instead
 // of global loads in the epilogue, while the tensor cores idle (session 10's engine probe: FC1's
 // epilogue went from 2.1 to 1.7 us per tile, and FC1's time did not move, NOTES.md).
-template <int kVecCols = 0>
+// kLiveRows (the single launch, mlp.FC1_FUSED_PROLOGUE): a_scale is written inside the launch
+// (ProNormRows<true>), so prefetch_vec, which runs before the tile's rows are published, copies
+// only w_scale, and the epilogue reads a_scale through L2 (__ldcg) after the mainloop, whose A
+// loads waited for the rows.
+template <int kVecCols = 0, bool kLiveRows = false>
 struct EpiSwiglu {
+  static_assert(!kLiveRows || kVecCols > 0, "the single launch: the 192-column kernel");
   static constexpr int kVecBytes = kVecCols > 0 ? 4 * (64 + kVecCols) : 0;
   const float* __restrict__ a_scale;   // [M]
   const float* __restrict__ w_scale;   // [2 * ffn], prepacked order
@@ -35,7 +41,7 @@ struct EpiSwiglu {
     static_assert(kBN == kVecCols, "the vector area holds kVecCols columns");
     float* v = reinterpret_cast<float*>(vec);
     cp_async_wait_all();  // (no unit of this kernel skips its epilogue; kept for symmetry)
-    vec_copy_f32<64>(v, a_scale, row0, M);
+    if constexpr (!kLiveRows) vec_copy_f32<64>(v, a_scale, row0, M);
     vec_copy_f32<kBN>(v + 64, w_scale, col0, N);
     cp_async_commit();
   }
@@ -49,7 +55,14 @@ struct EpiSwiglu {
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
     swiglu_store(d, row0, col0, staging, wg, [&](int b, bool up) {
       return lds_f2(v + 4 * (64 + 16 * b + 2 * q4 + (up ? 8 : 0)));
-    }, [&](int h) { return lds_f32(v + 4 * (16 * w + lane / 4 + 8 * h)); });
+    }, [&](int h) {
+      if constexpr (kLiveRows) {
+        const int row = row0 + 16 * w + lane / 4 + 8 * h;
+        return row < M ? __ldcg(a_scale + row) : 0.f;
+      } else {
+        return lds_f32(v + 4 * (16 * w + lane / 4 + 8 * h));
+      }
+    });
   }
 
   template <int kAcc>
@@ -141,6 +154,26 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) mlp_fc1_fp8_x2_sm90(H3_F
 __global__ void __launch_bounds__(384, 1) mlp_fc1_fp8_n192_sm90(H3_FC1_PARAMS) {
   const EpiSwiglu<H3_EPI_VEC(192)> epi{a_scale, w_scale, &desc_y, M, N};
   gemm_sm90_body<1, 192, kOpsFp8Promote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
+}
+
+// The single launch (mlp.FC1_FUSED_PROLOGUE; M > 256 with gemm.FP8_CLUSTER = 1): the same 128 x
+// 192 single-CTA tiles, the prologue's rows of a (per-token FP8: a_q codes and a_scale) written
+// inside this launch by ProNormRows<true> (h3/norm_rows.cuh: the consumer warps the first
+// round's rows, the spare producer warps the rest, published per 128-row tile through
+// tile_rows), as the FP8 pre-attention's single launch does; the epilogue reads a_scale through
+// L2 (EpiSwiglu<192, true>). The same bytes as the prologue launch: its arithmetic and order.
+__global__ void __launch_bounds__(384, 1) mlp_fc1_fp8_n192_fused_sm90(
+    H3_FC1_PARAMS, const bf16_t* __restrict__ x, const bf16_t* __restrict__ x_w,
+    const bf16_t* __restrict__ ada_scale, const bf16_t* __restrict__ ada_shift,
+    long long table_stride, long long rows, const void* __restrict__ ada_index, int index_is_64,
+    float eps, u8* a_q, u32* tile_rows) {
+  const EpiSwiglu<192, true> epi{a_scale, w_scale, &desc_y, M, N};
+  // (a_scale: the epilogue's read pointer, written through the same pointer here)
+  const ProNormRows<true> pro{{tile_rows, M}, x,    x_w,       ada_scale,   ada_shift,
+                              table_stride,   rows, ada_index, index_is_64, eps,
+                              a_q,            const_cast<float*>(a_scale)};
+  gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiSwiglu<192, true>, false, ProNormRows<true>>(
+      desc_a, desc_b, M, N, k_bytes, epi, pro);
 }
 
 // Small M: single CTAs, 128 x 128 tiles.

@@ -20,11 +20,13 @@ measurements (benchmarks/NOTES.md, session 17; session 7 had measured them 3% sl
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..core import arch, checks, interop, jit
-from ..core.launch import i32, launch, ptr, stream
+from ..core.launch import f32, i32, launch, ptr, stream
 from . import gemm, out_proj
 from .pre_attention import _out_map
-from .prologue import D, check_prologue_inputs, launch_prologue
+from .prologue import D, check_prologue_inputs, launch_prologue, operand_args
 
 FFN = 14336
 MLP = jit.ModuleSpec(
@@ -33,6 +35,7 @@ MLP = jit.ModuleSpec(
         "h3::mlp_fc1_fp8_x2_sm90",
         "h3::mlp_fc1_fp8_sm90",
         "h3::mlp_fc1_fp8_n192_sm90",
+        "h3::mlp_fc1_fp8_n192_fused_sm90",
         "h3::mlp_fc1_fp8_mma_smxx<1>",
         "h3::mlp_fc1_fp8_mma_smxx<2>",
     ),
@@ -43,16 +46,32 @@ FP8_MMA_FORMS = arch.FP8_MMA_FORMS
 #: True (default since session 17): FC2 quantizes y inside its launch (three launches); False:
 #: y's per-token FP8 is a launch of its own (four). Read on the wgmma back end only.
 FUSED_QUANT = True
+#: FC1 with the prologue inside its launch (session 27; opt-in until measured): on sm_90a at
+#: M > 256 with :data:`h3cupy.ops.gemm.FP8_CLUSTER` = 1, the FC1 kernel
+#: (``mlp_fc1_fp8_n192_fused_sm90``) writes ``a_q`` and ``a_scale`` itself, with the prologue's
+#: arithmetic and reduction order (the same bytes), behind per-128-row-tile ready counters kept
+#: in ``workspace_flags`` right after FC2's (h3/norm_rows.cuh ``ProNormRows<true>``, as the FP8
+#: pre-attention's single launch): one launch fewer (two with :data:`FUSED_QUANT`).
+FC1_FUSED_PROLOGUE = False
+
+
+def _fc1_ready(m: int, dev: int) -> int:
+    """The single-launch FC1's ready counters (words after FC2's in the flags), or 0 where FC1
+    keeps the prologue launch."""
+    if not FC1_FUSED_PROLOGUE or m <= 256 or gemm.FP8_CLUSTER != 1:
+        return 0
+    return -(-m // 128)
 
 
 def minimax_h3_mlp_fc2_flags_sm120(m: int) -> int:
     """Length of the int32 ``workspace_flags`` the MLP op expects for ``m`` tokens on the current
     GPU under the current settings: one ready flag per 128-row tile of y (FC2's single-launch
-    form), then FC2's tail-split counters and partial sums (:data:`h3cupy.ops.gemm.
-    TAIL_SPLIT`; several MB at some M). At least ``ceil(m / 128)``."""
+    form), with :data:`FC1_FUSED_PROLOGUE` one per 128-row tile of ``a`` after them, then FC2's
+    tail-split counters and partial sums (:data:`h3cupy.ops.gemm.TAIL_SPLIT`; several MB at some
+    M). At least ``ceil(m / 128)``."""
     if int(m) < 1:
         raise ValueError(f"m: expected M >= 1, got {m}")
-    return out_proj._flags_words(int(m), FFN, FUSED_QUANT)
+    return out_proj._flags_words(int(m), FFN, FUSED_QUANT, _fc1_ready)
 
 
 def minimax_h3_mlp_fp8_sm120(
@@ -163,18 +182,30 @@ def minimax_h3_mlp_fp8_sm120(
     # the tail of the kernel before them. FC2's workspace: the single-launch form's 128-row
     # ready counters and the tail split's counters and partials, in workspace_flags or the op's
     # scratch.
-    plan = out_proj.plan_fp8_gemm_wgmma(m, FFN, FUSED_QUANT, dev)
+    # With FC1_FUSED_PROLOGUE, FC1's ready counters follow FC2's (zeroed by the same memset).
+    fc1_ready = _fc1_ready(m, dev)
+    plan = out_proj.plan_fp8_gemm_wgmma(m, FFN, FUSED_QUANT, dev, fc1_ready)
     buf = gemm.plan_workspace(
-        plan.tail, ft, dev, [xt], "minimax_h3_mlp_fc2_flags_sm120", flags=-(-m // 128)
+        plan.tail, ft, dev, [xt], "minimax_h3_mlp_fc2_flags_sm120", flags=plan.ready + fc1_ready
     )
-    # 1. Prologue with per-token FP8 of a.
-    launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
+    extra: tuple = ()
+    if fc1_ready:  # the FC1 launch writes a_q and a_scale itself
+        extra = (
+            *operand_args(xt, wt, st, ht, it, rows, stride),
+            i32(1 if it.fmt == "int64" else 0),
+            f32(eps),
+            ptr(aq),
+            np.uint64(buf.data.ptr + 4 * plan.ready),
+        )
+    else:  # 1. Prologue with per-token FP8 of a.
+        launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
     # 2. FC1 with the SwiGLU epilogue -> y.
     # (mirrors mlp.cu: n192 above M = 256, in clusters of gemm.FP8_CLUSTER; n128 single CTAs)
     cluster = gemm.FP8_CLUSTER if m > 256 else 1
     tile_n = 192 if m > 256 else 128
     tiles = "" if m <= 256 else "_x2" if cluster == 2 else "_n192"
-    kernel = jit.get_kernel(MLP, f"h3::mlp_fc1_fp8{tiles}_sm90", target)
+    fused1 = "_fused" if fc1_ready else ""
+    kernel = jit.get_kernel(MLP, f"h3::mlp_fc1_fp8{tiles}{fused1}_sm90", target)
     # the 192-column kernel reads its scales from shared memory (mlp.cu, EpiSwiglu's kVecBytes:
     # 64 row and 192 column floats per warpgroup)
     smem = gemm.wgmma_smem_bytes(tile_n, vec=gemm.scale_vec_bytes(192 if tile_n == 192 else 0))
@@ -191,8 +222,9 @@ def minimax_h3_mlp_fp8_sm120(
             i32(D),
             ptr(asc),
             ptr(s1),
+            *extra,
         ),
-        tensors=[aq, asc, w1, s1, yt],
+        tensors=[aq, asc, w1, s1, yt] + ([xt, wt, st, ht, it] if fc1_ready else []),
         smem=smem,
         pdl=True,
     )

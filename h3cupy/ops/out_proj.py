@@ -66,10 +66,14 @@ def gated_smem_bytes(tile_n: int, fused: bool) -> int:
     return gemm.wgmma_smem_bytes(tile_n, full_staging=True, vec=vec, hook=hook)
 
 
-def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
+def plan_fp8_gemm_wgmma(
+    m: int, k: int, fused: bool, dev: int, extra_ready: int = 0
+) -> GatedGemmPlan:
     """The :class:`GatedGemmPlan` for ``out[m, 5376]`` over act_q ``[m, k]`` on device ``dev``
     (``fused``: the single-launch form, which quantizes the activation inside the launch). The
-    tail split follows :data:`h3cupy.ops.gemm.TAIL_SPLIT`."""
+    tail split follows :data:`h3cupy.ops.gemm.TAIL_SPLIT`. ``extra_ready``: words reserved (and
+    zeroed) right after this GEMM's ready counters, ahead of the tail split's, for another launch
+    of the op (the MLP's single-launch FC1: its own ready counters)."""
     cluster = gemm.FP8_CLUSTER if m > 256 else 1
     tile_n = 192 if m > 256 else 128
     tiles = "" if m <= 256 else "_x2" if cluster == 2 else "_n192"
@@ -81,7 +85,9 @@ def plan_fp8_gemm_wgmma(m: int, k: int, fused: bool, dev: int) -> GatedGemmPlan:
     # of workspace_flags (with them in the two-launch form's words 128.., a caller reading its
     # zeroed flags after the call found partial sums there: M = 149796 on single CTAs, H200).
     ready = -(-m // 128)
-    tail = gemm.tail_plan(kernel, m, D, tile_n, cluster, smem, dev, k // 128, ready=ready)
+    tail = gemm.tail_plan(
+        kernel, m, D, tile_n, cluster, smem, dev, k // 128, ready=ready + extra_ready
+    )
     return GatedGemmPlan(kernel, cluster, tile_n, smem, ready, tail)
 
 
@@ -109,9 +115,10 @@ def minimax_h3_fp8_out_proj_flags(m: int) -> int:
     return _flags_words(m, ATTN, FUSED_QUANT)
 
 
-def _flags_words(m: int, k: int, fused: bool) -> int:
+def _flags_words(m: int, k: int, fused: bool, extra_ready=None) -> int:
     """max(ceil(m / 128), the wgmma plan's words) on the current device (just the former on
-    other back ends, and without a usable GPU, where the op cannot run)."""
+    other back ends, and without a usable GPU, where the op cannot run). ``extra_ready(m, dev)``:
+    the words another launch reserves after the ready counters (the MLP's FC1), or None."""
     import cupy
 
     n = -(-m // 128)
@@ -122,7 +129,8 @@ def _flags_words(m: int, k: int, fused: bool) -> int:
         return n
     if gemm_backend(target) != "wgmma":
         return n
-    return max(n, plan_fp8_gemm_wgmma(m, k, fused, dev).tail.words)
+    extra = extra_ready(m, dev) if extra_ready is not None else 0
+    return max(n, plan_fp8_gemm_wgmma(m, k, fused, dev, extra).tail.words)
 
 
 OUT_PROJ = jit.ModuleSpec(
