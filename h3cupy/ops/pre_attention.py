@@ -102,7 +102,7 @@ FP8_TILES = ("n192", "m192", "m128")
 FP8_PAIR_TAIL_SPLIT = False
 #: The FP8 op on sm_90a at M > 256 with the ``"n192"`` tiles in one launch (written in session
 #: 26, the default since session 27: its tests passed on an H100, and it was faster than the two
-#: launches at every centre in two of three runs, by 1.7-6.3% on an H200 (benchmarks/NOTES.md,
+#: launches at every centre in two of three runs, by 1.7-6.7% on an H200 (benchmarks/NOTES.md,
 #: session 27)): the GEMM kernel writes ``act_q`` and ``act_scale`` itself, with the prologue's
 #: arithmetic and reduction order (the same bytes), behind per-128-row-tile ready counters in the
 #: op's scratch: the consumer warps the first round's rows before their first tile, the spare
