@@ -34,17 +34,10 @@ namespace h3 {
 // head 0's store pass (its TMA store reading the staging buffer) runs while head 1's math does
 // and pass 1's wait for pass 0's reads finds them done; the default ("rows") runs both heads'
 // math first, row half by row half, then both store passes.
-// Timing-only diagnostics (scripts/probe_engine.py --ab pafull / panomath / pafullnomath; never
-// set by the ops): -DH3_PA_FULLSTAGE gives each warpgroup a staging buffer of its whole 64 x 256
-// block (the ring then holds three stages instead of four) and stores it in one pass, with no
-// wait between the two heads' passes; -DH3_PA_NOMATH skips the RMSNorm and RoPE (wrong outputs:
-// what the math costs the tile). Together: the consumers' share of an epilogue whose math would
-// run on other warps.
+// Timing-only diagnostic (scripts/probe_engine.py --ab panomath; never set by the ops):
+// -DH3_PA_NOMATH skips the RMSNorm and RoPE (wrong outputs: what the math costs the tile).
 template <bool kHeads = false>
 struct EpiPreAttnBf16 {
-#ifdef H3_PA_FULLSTAGE
-  static constexpr bool kFullStaging = !kHeads;
-#endif
   PreAttnMath math;
   const TmaDesc* desc_out;
 
@@ -88,14 +81,6 @@ struct EpiPreAttnBf16 {
     math.template apply<false, 1>(d, col0, o, p);
 #endif
     const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
-#ifdef H3_PA_FULLSTAGE
-    if (threadIdx.x % 128 == 0) bulk_wait_read();  // the previous tile's stores have read it
-    named_barrier_sync(wg, 128);
-    store_fragment_bf16_full(d, staging, wg, [&](int box, const u8* src) {
-      store_box(kind, head0 + box / 2, box % 2, row0, src);
-    });
-    return;
-#endif
     store_fragment_bf16(d, staging, wg, [&](int hd, int box, const u8* src) {
       store_box(kind, head0 + hd, box, row0, src);
     });
