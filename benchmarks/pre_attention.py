@@ -114,8 +114,6 @@ def run_one(
         "h3_no_tail": with_setting(gemm, "TAIL_SPLIT", False, lambda i: h3()),
         "h3_pdl": with_setting(launch, "PDL", True, lambda i: h3()),
         "h3_heads": with_setting(pre_attention, "BF16_EPILOGUE", "heads", lambda i: h3()),
-        # the deferred epilogue (session 26): the RMSNorm / RoPE under the next tile's wgmma
-        "h3_defer": with_setting(pre_attention, "BF16_EPILOGUE", "defer", lambda i: h3()),
         "h3_two_launch": with_setting(pre_attention, "BF16_FUSED_PROLOGUE", False, lambda i: h3()),
         "eager": lambda i: torch_chain(*chain_args),
         "gemm": lambda i: torch.mm(a_in, qkv_w.t()),
@@ -198,8 +196,7 @@ def main() -> None:
             f"   without the tail split {row['h3_no_tail_ms']:.3f} ms; with the programmatic"
             f" launch {row['h3_pdl_ms']:.3f} ms; the epilogue one head at a time"
             f" {row['h3_heads_ms']:.3f} ms; the prologue as its own launch"
-            f" {row['h3_two_launch_ms']:.3f} ms; the deferred epilogue {row['h3_defer_ms']:.3f} ms"
-            f" ({row['h3_ms'] / row['h3_defer_ms']:.3f}x the default)"
+            f" {row['h3_two_launch_ms']:.3f} ms"
         )
         if "h3_two_launch_heads_ms" in row:
             print(

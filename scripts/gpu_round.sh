@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s26-f|s26-e|s26-d|s26-c|s26-b|s26-a|s25-a|s25-b|s25-c|s25-d|s24-a|s23-c|s23-b|s23-a|s22-g|s22-f|s22-e|s22-d|s22-c|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s26-f|s26-c|s26-b|s26-a|s25-a|s25-b|s25-c|s25-d|s24-a|s23-c|s23-b|s23-a|s22-g|s22-f|s22-e|s22-d|s22-c|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -171,46 +171,23 @@ case "$MODE" in
       smi_stop
     fi
     ;;
-  s26-e)  # prepared in session 26, for when s26-c / s26-d find the deferred epilogue faster at
-          # every centre: s26-a's BF16 selection (every test that runs the default or the two
-          # launches) with BF16_EPILOGUE = "defer" in place of the default
-          # (H3CUPY_TEST_BF16_EPILOGUE, tests/conftest.py; the examples run in subprocesses of
-          # their own and keep the default)
-    export H3CUPY_TEST_BF16_EPILOGUE=defer
-    run 260 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_pre_attention_gpu.py \
-      -k "bf16_pre_attention and not heads and not (fused_prologue and not same_bits)"
-    unset H3CUPY_TEST_BF16_EPILOGUE
-    ;;
-  s26-d)  # prepared in session 26 (after s26-c): the deferred epilogue under 1 / 3 k-tiles
-          # against 2 (probe_engine.py --ab defer1 / defer3, same bytes expected), with its
-          # head-0 store issued before the wait (--ab deferearly), and the default and the
-          # deferred form with their blocks staged whole on a three-stage ring (--ab pafull)
-    for ab in defer1 defer3 deferearly pafull; do
-      run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 12 \
-        --json "$OUT/ab_$ab.json"
-    done
-    ;;
-  s26-c)  # session 26: the BF16 op's deferred epilogue (pre_attention.BF16_EPILOGUE = "defer"):
-          # a one-test smoke run (same bits as the default at M = 4824), then, if it passed, its
-          # reference tests, the rest of its same-bits tests, memcheck and synccheck; the BF16
-          # benchmark (h3_defer beside the default), the engine probe of both forms and the
-          # panomath A/B
-    smoke_then_tests "test_bf16_pre_attention_defer_same_bits and 4824" \
-      "test_bf16_pre_attention_defer or epilogue_setting" --bf16
+  # s26-e (s26-a's BF16 selection with BF16_EPILOGUE = "defer") and s26-d (the A/Bs defer1 /
+  # defer3 / deferearly / pafull) exist at commit beaece3; the deferred epilogue and
+  # -DH3_PA_FULLSTAGE were measured slower and removed in session 27.
+  s26-c)  # (its deferred-epilogue parts removed in session 27: measured slower)
+          # session 26: the BF16 benchmark and the panomath A/B
     smi_start
     run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 1 --reps 20 \
       --no-fused --json "$OUT/bench_pre_attention.json"
-    run 100 "$OUT/probe.log" python3 scripts/probe_engine.py --m 4824 38592 --reps 5 --cases \
-      bf16_pre_attention_fused bf16_pre_attention_defer bf16_gemm_qkv --json "$OUT/probe.json"
     run 100 "$OUT/ab.log" python3 scripts/probe_engine.py --ab panomath --m 4824 38592 --reps 10 \
       --json "$OUT/ab_panomath.json"
     smi_stop
     ;;
-  s26-b)  # session 26: what the BF16 single launch's epilogue costs its consumers (issue #4):
-          # timing-only builds against the default, with the plain bf16 QKV GEMM as a control
-          # (probe_engine.py --ab: panomath, the RMSNorm / RoPE skipped; pafull, the whole
-          # 64 x 256 block staged at once on a three-stage ring; pafullnomath, both)
-    for ab in panomath pafull pafullnomath; do
+  s26-b)  # (its full-staging A/Bs pafull / pafullnomath removed in session 27: measured slower)
+          # session 26: what the BF16 single launch's epilogue costs its consumers (issue #4):
+          # a timing-only build against the default, with the plain bf16 QKV GEMM as a control
+          # (probe_engine.py --ab panomath, the RMSNorm / RoPE skipped)
+    for ab in panomath; do
       run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 12 \
         --json "$OUT/ab_$ab.json"
     done

@@ -7,9 +7,8 @@ rows, which the consumer warps take), and every persistent CTA runs several tile
 
 the BF16 pre-attention in its single-launch form (the default since session 25; at M = 3000 the
 consumer warps write rows 0..2047 of a, the spare producer warps the rest) and its two-launch
-form, each with the default and the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer",
-session 26; ``--bf16``: those four only), the out_proj in its single-launch and two-launch forms
-and the MLP (three launches, y quantized inside FC2's launch), at M = 3000 (24 row tiles; the
+form (``--bf16``: those two only), the out_proj in its single-launch and two-launch forms and
+the MLP (three launches, y quantized inside FC2's launch), at M = 3000 (24 row tiles; the
 out_proj's first round reads rows 0..1023). ``--fp8``: the FP8 pre-attention's single launch
 only (pre_attention.FP8_FUSED_PROLOGUE). ``--mlp``: the MLP with FC1's single launch
 (mlp.FC1_FUSED_PROLOGUE) and without it. See memcheck_gemm.py for --report-api-errors.
@@ -89,16 +88,16 @@ def main() -> None:
         return
     host = inputs.pre_attention_inputs(m, rows=9, rng=rng)
     out = cupy.empty((8, m, 56 // 8, 3, 128), formats.BF16)
-    default = pre_attention.BF16_FUSED_PROLOGUE, pre_attention.BF16_EPILOGUE
-    for fused, epilogue in ((True, "rows"), (True, "defer"), (False, "rows"), (False, "defer")):
-        pre_attention.BF16_FUSED_PROLOGUE, pre_attention.BF16_EPILOGUE = fused, epilogue
+    default = pre_attention.BF16_FUSED_PROLOGUE
+    for fused in (True, False):
+        pre_attention.BF16_FUSED_PROLOGUE = fused
         pre_attention.minimax_h3_bf16_pre_attention(
             *(cupy.asarray(host[x]) for x in inputs.PRE_ATTENTION_KEYS), ulysses_degree=8, out=out
         )
-    pre_attention.BF16_FUSED_PROLOGUE, pre_attention.BF16_EPILOGUE = default
+    pre_attention.BF16_FUSED_PROLOGUE = default
     if "--bf16" in sys.argv[1:]:
         cupy.cuda.Device().synchronize()
-        print(f"memcheck_ops: 4 BF16 paths run at M = {m}")
+        print(f"memcheck_ops: 2 BF16 paths run at M = {m}")
         return
     host = inputs.out_proj_inputs(m, rows=9, rng=rng)
     wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
@@ -116,7 +115,7 @@ def main() -> None:
         *(cupy.asarray(host[x]) for x in keys), *(cupy.asarray(w) for w in (w1q, w1s, w2q, w2s))
     )
     cupy.cuda.Device().synchronize()
-    print(f"memcheck_ops: 7 paths run at M = {m}")
+    print(f"memcheck_ops: 5 paths run at M = {m}")
 
 
 if __name__ == "__main__":

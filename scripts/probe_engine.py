@@ -32,14 +32,9 @@ instead of 8 (-DH3_GROUP_M; session 11 timed them within +-2% in graph replays, 
 the spare warps' rows loaded through L1 by each warp, as before session 22 (-DH3_FUSED_LDG_ROWS;
 the default stages each row in shared memory by a bulk copy), and the plain FP8 O GEMM as a
 control that the define does not touch ("default N x faster" above 1.0 favours the default);
-``pafull`` / ``panomath`` / ``pafullnomath`` (session 26): the BF16 pre-attention's single
-launch with its 64 x 256 blocks staged whole (-DH3_PA_FULLSTAGE: one store pass, a three-stage
-ring; with ``pafull`` also the deferred epilogue with both heads parked in that buffer instead
-of one in registers), without the RMSNorm / RoPE (-DH3_PA_NOMATH: wrong outputs, the math's
-cost), or both, against the default, with the plain bf16 QKV GEMM as a control;
-``defer1`` / ``defer3``: the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer") under 1 /
-3 k-tiles of the next tile instead of 2 (-DH3_PA_DEFER_TILES; the same bytes); ``deferearly``:
-its head-0 fence and TMA store issued before the wait for those k-tiles (-DH3_PA_DEFER_EARLY);
+``panomath`` (session 26): the BF16 pre-attention's single launch without the RMSNorm / RoPE
+(-DH3_PA_NOMATH: wrong outputs, the math's cost) against the default, with the plain bf16 QKV
+GEMM as a control;
 ``fg4`` / ``fg2``: the BF16 pre-attention's single-launch form (pre_attention.BF16_FUSED_PROLOGUE)
 and its default with the tile order's first group 4 / 2 M-tile pairs instead of 8
 (-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
@@ -71,12 +66,7 @@ AB = {
     "rows": (("H3_FUSED_LDG_ROWS=1",), False),
     "fg4": (("H3_FIRST_GROUP_M=4",), False),
     "fg2": (("H3_FIRST_GROUP_M=2",), False),
-    "pafull": (("H3_PA_FULLSTAGE=1",), False),
     "panomath": (("H3_PA_NOMATH=1",), False),
-    "pafullnomath": (("H3_PA_FULLSTAGE=1", "H3_PA_NOMATH=1"), False),
-    "defer1": (("H3_PA_DEFER_TILES=1",), False),
-    "defer3": (("H3_PA_DEFER_TILES=3",), False),
-    "deferearly": (("H3_PA_DEFER_EARLY=1",), False),
 }
 
 
@@ -101,7 +91,6 @@ def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
             "h3::pre_attention_bf16_x2_sm90",
             "h3::pre_attention_bf16_x2_heads_sm90",
             "h3::pre_attention_bf16_x2_fused_sm90",
-            "h3::pre_attention_bf16_x2_fused_defer_sm90",
         ],
         pre_attention.PRE_ATTENTION_FP8: [
             "h3::pre_attention_fp8_n192_sm90<0>",
@@ -193,13 +182,7 @@ def main() -> None:
     probe_defines = ("H3_ENGINE_PROBE=1",) + tuple(AB[args.probe_on][0] if args.probe_on else ())
     only = AB[args.probe_on][1] if args.probe_on else False
     specs = probe_specs(*AB[args.ab]) if args.ab else probe_specs(probe_defines, only)
-    # stage5's 5-stage ring and the pafull builds' full staging need another layout than the
-    # host's mirror gives: the launch takes the opt-in maximum
-    wide = args.ab in ("stage5", "pafull", "pafullnomath") or args.probe_on in (
-        "stage5",
-        "pafull",
-        "pafullnomath",
-    )
+    wide = args.ab == "stage5" or args.probe_on == "stage5"
     if args.prebuild and args.ab:  # just that A/B's builds
         for s in specs.values():
             print(jit.build(s, args.prebuild)[0].name, flush=True)
@@ -284,14 +267,8 @@ def main() -> None:
                     f, *_ = forms(op, m)
                     cases[op] = f["h3"]
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
-            elif args.ab in ("defer1", "defer3", "deferearly"):
-                cases["bf16_pre_attention_defer"] = bf16_pre_attention_form(m, "defer", fused=True)
-            elif args.ab in ("pafull", "panomath", "pafullnomath"):
+            elif args.ab == "panomath":
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
-                if args.ab == "pafull":  # the deferred form with both heads parked in the buffer
-                    cases["bf16_pre_attention_defer"] = bf16_pre_attention_form(
-                        m, "defer", fused=True
-                    )
                 cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
             elif args.ab in ("fg4", "fg2"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
@@ -371,9 +348,6 @@ def main() -> None:
         cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
         cases["bf16_pre_attention_heads"] = bf16_pre_attention_form(m, "heads")
         cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
-        # the deferred epilogue: its "mainloop" holds the previous tile's math and stores, its
-        # "epilogue" only the parking of the block
-        cases["bf16_pre_attention_defer"] = bf16_pre_attention_form(m, "defer", fused=True)
         cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
         cases["bf16_gemm_o"] = bf16_gemm_form(m, 5376, 7168)
         # the plain FP8 engine on the pre-attention's product (its 128 x 192 tiles, unpaired)

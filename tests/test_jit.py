@@ -42,7 +42,7 @@ def test_compile(target, file):
     # code read a fragment between a wgmma and its wait; the BF16 pre-attention kernels ran ~10%
     # slow that way until a fence after the mainloop's last wait kept the epilogue below it.
     # C7515 (code defining a fragment's registers while a wgmma is in flight: a spilled fragment,
-    # or a branch around some wgmmas, as the deferred epilogue's first form had in session 26)
+    # or a branch around some wgmmas, as session 26's deferred epilogue (since removed) first had)
     # serializes them the same way; every such report reads "wgmma.mma_async instructions are
     # serialized".
     serialized = [

@@ -34,148 +34,12 @@ namespace h3 {
 // head 0's store pass (its TMA store reading the staging buffer) runs while head 1's math does
 // and pass 1's wait for pass 0's reads finds them done; the default ("rows") runs both heads'
 // math first, row half by row half, then both store passes.
-// Timing-only diagnostics (scripts/probe_engine.py --ab pafull / panomath / pafullnomath; never
-// set by the ops): -DH3_PA_FULLSTAGE gives each warpgroup a staging buffer of its whole 64 x 256
-// block (the ring then holds three stages instead of four) and stores it in one pass, with no
-// wait between the two heads' passes; -DH3_PA_NOMATH skips the RMSNorm and RoPE (wrong outputs:
-// what the math costs the tile). Together: the consumers' share of an epilogue whose math would
-// run on other warps.
-// kDefer > 0 (pre_attention.BF16_EPILOGUE = "defer", 128 x 256 tiles): the deferred epilogue
-// (the engine's kDeferTiles, h3/gemm_sm90.cuh): the tile's block parked as bf16 (head 0 in the
-// staging buffer, head 1 in registers), its math (PreAttnMath::head_words, the same bits) under
-// the next tile's first kDefer k-tiles, then the two store passes.
-template <bool kHeads = false, int kDefer = 0>
+// Timing-only diagnostic (scripts/probe_engine.py --ab panomath; never set by the ops):
+// -DH3_PA_NOMATH skips the RMSNorm and RoPE (wrong outputs: what the math costs the tile).
+template <bool kHeads = false>
 struct EpiPreAttnBf16 {
-#ifdef H3_PA_FULLSTAGE
-  static constexpr bool kFullStaging = !kHeads;
-  // the deferred form with full staging parks both heads in the buffer (no registers), and
-  // stores them in one pass
-  static constexpr bool kParkAll = kDefer > 0;
-#else
-  static constexpr bool kParkAll = false;
-#endif
-  static constexpr int kDeferTiles = kDefer;
-  static_assert(!(kHeads && kDefer), "one form of the epilogue at a time");
   PreAttnMath math;
   const TmaDesc* desc_out;
-
-  // The deferred form: head 0 of the warpgroup's 64 x 256 block parked as bf16 in the staging
-  // buffer (the layout store_fragment_bf16 writes: its first pass), head 1 as 32 bf16 pairs in
-  // registers (pk[2 jj + h]: the pair of d[4 (16 + jj) + 2 h], d[4 (16 + jj) + 2 h + 1]).
-  // (-DH3_PA_FULLSTAGE, a diagnostic build: both heads in the whole-block buffer, boxes 2 and 3
-  // holding head 1; kDeferWords 1, unused.)
-  static constexpr int kDeferWords = kParkAll ? 1 : 32;
-  template <int kAcc, int kW>
-  H3_DEVICE void defer_begin(const float (&d)[kAcc], u32 (&pk)[kW], u8* staging, int wg) const {
-    static_assert(kAcc == 128 && kW == kDeferWords, "128 x 256 tiles: two heads per warpgroup");
-    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
-    if (tid == 0) bulk_wait_read();  // the previous tile's stores have read the buffer
-    named_barrier_sync(wg, 128);
-    const u32 base = smem_addr(staging);
-#pragma unroll
-    for (int jj = 0; jj < 16; ++jj)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        sts_u32(staging_pair_addr(base, jj, h, w, lane), cvt_bf16x2(d[4 * jj + 2 * h],
-                                                                   d[4 * jj + 2 * h + 1]));
-        const u32 v1 = cvt_bf16x2(d[4 * (16 + jj) + 2 * h], d[4 * (16 + jj) + 2 * h + 1]);
-        if constexpr (kParkAll) {
-          sts_u32(staging_pair_addr(base + 16384, jj, h, w, lane), v1);
-        } else {
-          pk[2 * jj + h] = v1;
-        }
-      }
-  }
-  // -DH3_PA_DEFER_EARLY (a diagnostic build, probe_engine.py --ab deferearly): head 0's fence
-  // and TMA store issued at the end of defer_math, with the next tile's k-tiles still in flight
-  // (session 17 saw such a fence wait for them); the default issues them after the wait.
-#ifdef H3_PA_DEFER_EARLY
-  static constexpr bool kEarly = !kParkAll;
-#else
-  static constexpr bool kEarly = false;
-#endif
-  // Under the next tile's first k-tiles: Q / K RMSNorm and RoPE of both heads (V: nothing), each
-  // thread on the words it parked (no barrier needed).
-  template <int kW>
-  H3_DEVICE void defer_math(u32 (&pk)[kW], int row0, int col0, u8* staging) const {
-    const int kind = col0 / kPaKindCols;
-    if (kind < 2) defer_heads(pk, row0, kind, staging);
-    if constexpr (kEarly) {
-      const int wg = threadIdx.x / 128, head0 = (col0 % kPaKindCols) / kPaHeadDim;
-      fence_proxy_async_smem();
-      named_barrier_sync(wg, 128);
-      if (threadIdx.x % 128 == 0) {
-        store_box(kind, head0, 0, row0, staging);
-        store_box(kind, head0, 1, row0, staging + 8192);
-        bulk_commit();
-      }
-    }
-  }
-  template <int kW>
-  H3_DEVICE void defer_heads(u32 (&pk)[kW], int row0, int kind, u8* staging) const {
-    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
-    const u32 base = smem_addr(staging);
-    u32 chain = 0;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const bf16_t* csr = math.cache_row(row0, h);
-      math.head_words(
-          kind, csr, chain, [&](int jj) { return lds_u32(staging_pair_addr(base, jj, h, w, lane)); },
-          [&](int jj, u32 v) { sts_u32(staging_pair_addr(base, jj, h, w, lane), v); });
-      if constexpr (kParkAll) {
-        const u32 base1 = base + 16384;
-        math.head_words(
-            kind, csr, chain,
-            [&](int jj) { return lds_u32(staging_pair_addr(base1, jj, h, w, lane)); },
-            [&](int jj, u32 v) { sts_u32(staging_pair_addr(base1, jj, h, w, lane), v); });
-      } else {
-        math.head_words(
-            kind, csr, chain, [&](int jj) { return pk[2 * jj + h]; },
-            [&](int jj, u32 v) { pk[2 * jj + h] = v; });
-      }
-    }
-  }
-  // After them: head 0's two boxes from the buffer, then head 1's through it.
-  template <int kW>
-  H3_DEVICE void defer_finish(const u32 (&pk)[kW], int row0, int col0, u8* staging,
-                              int wg) const {
-    const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
-    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
-    if constexpr (!kEarly) {
-      fence_proxy_async_smem();
-      named_barrier_sync(wg, 128);
-    }
-    if constexpr (kParkAll) {
-      if (tid == 0) {
-#pragma unroll
-        for (int b = 0; b < 4; ++b) store_box(kind, head0 + b / 2, b % 2, row0, staging + 8192 * b);
-        bulk_commit();
-      }
-    } else {
-      if (tid == 0) {
-        if constexpr (!kEarly) {
-          store_box(kind, head0, 0, row0, staging);
-          store_box(kind, head0, 1, row0, staging + 8192);
-          bulk_commit();
-        }
-        bulk_wait_read();
-      }
-      named_barrier_sync(wg, 128);
-      const u32 base = smem_addr(staging);
-#pragma unroll
-      for (int jj = 0; jj < 16; ++jj)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          sts_u32(staging_pair_addr(base, jj, h, w, lane), pk[2 * jj + h]);
-      fence_proxy_async_smem();
-      named_barrier_sync(wg, 128);
-      if (tid == 0) {
-        store_box(kind, head0 + 1, 0, row0, staging);
-        store_box(kind, head0 + 1, 1, row0, staging + 8192);
-        bulk_commit();
-      }
-    }
-  }
 
   // The TMA store of 64-column box `box` of head `head` (of `kind`) at rows row0..
   H3_DEVICE void store_box(int kind, int head, int box, int row0, const u8* src) const {
@@ -217,14 +81,6 @@ struct EpiPreAttnBf16 {
     math.template apply<false, 1>(d, col0, o, p);
 #endif
     const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
-#ifdef H3_PA_FULLSTAGE
-    if (threadIdx.x % 128 == 0) bulk_wait_read();  // the previous tile's stores have read it
-    named_barrier_sync(wg, 128);
-    store_fragment_bf16_full(d, staging, wg, [&](int box, const u8* src) {
-      store_box(kind, head0 + box / 2, box % 2, row0, src);
-    });
-    return;
-#endif
     store_fragment_bf16(d, staging, wg, [&](int hd, int box, const u8* src) {
       store_box(kind, head0 + hd, box, row0, src);
     });
@@ -292,28 +148,20 @@ using ProNormRowsBf16 = ProNormRows<false>;
 
 // Large M: clusters of two CTAs (B multicast), 128 x 256 tiles = two heads; the _heads kernel
 // with the one-head-at-a-time epilogue (EpiPreAttnBf16<true>).
-// H3_PA_BF16_X2_BODY(kHeads, kDefer, Pro, pro): the engine on 128 x 256 tile pairs with the
-// epilogue EpiPreAttnBf16<kHeads, kDefer> and the producer hooks `pro` (of type Pro).
-#define H3_PA_BF16_X2_BODY(kHeads, kDefer, Pro, pro)                                                \
-  using Epi = EpiPreAttnBf16<kHeads, kDefer>;                                                      \
+// H3_PA_BF16_X2_BODY(kHeads, Pro, pro): the engine on 128 x 256 tile pairs with the epilogue
+// EpiPreAttnBf16<kHeads> and the producer hooks `pro` (of type Pro).
+#define H3_PA_BF16_X2_BODY(kHeads, Pro, pro)                                                        \
+  using Epi = EpiPreAttnBf16<kHeads>;                                                              \
   const Epi epi{{q_w, k_w, cs, pos, pos_is_64, cs_rows, M, hp, qk_eps}, &desc_out};                \
   gemm_sm90_body<0, 256, 0, 2, Epi, false, Pro, 2, false, true>(                                   \
       desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, pro, 1, {tail_part, tail_count, tail_splits})
-#define H3_PA_BF16_X2(kHeads) H3_PA_BF16_X2_BODY(kHeads, 0, NoProducerHooks, NoProducerHooks{})
+#define H3_PA_BF16_X2(kHeads) H3_PA_BF16_X2_BODY(kHeads, NoProducerHooks, NoProducerHooks{})
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_bf16_x2_sm90(H3_PA_PARAMS) {
   H3_PA_BF16_X2(false);
 }
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
     pre_attention_bf16_x2_heads_sm90(H3_PA_PARAMS) {
   H3_PA_BF16_X2(true);
-}
-#ifndef H3_PA_DEFER_TILES
-#define H3_PA_DEFER_TILES 2
-#endif
-// The two launches' GEMM with the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer" and
-// BF16_FUSED_PROLOGUE = False; the single launch's below).
-__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_bf16_x2_defer_sm90(H3_PA_PARAMS) {
-  H3_PA_BF16_X2_BODY(false, H3_PA_DEFER_TILES, NoProducerHooks, NoProducerHooks{});
 }
 #undef H3_PA_BF16_X2
 
@@ -323,24 +171,17 @@ __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) pre_attention_bf16_x2_de
       const bf16_t *__restrict__ ada_scale, const bf16_t *__restrict__ ada_shift,             \
       long long table_stride, long long rows, const void *__restrict__ ada_index,             \
       int index_is_64, float eps, bf16_t *a_out, u32 *tile_rows
-#define H3_PA_BF16_X2_FUSED(kHeads, kDefer)                                                        \
+#define H3_PA_BF16_X2_FUSED(kHeads)                                                                \
   const ProNormRowsBf16 pro{{tile_rows, M}, x,   x_w,         ada_scale, ada_shift, table_stride,  \
                             rows,           ada_index, index_is_64, eps,       a_out};             \
-  H3_PA_BF16_X2_BODY(kHeads, kDefer, ProNormRowsBf16, pro)
+  H3_PA_BF16_X2_BODY(kHeads, ProNormRowsBf16, pro)
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
     pre_attention_bf16_x2_fused_sm90(H3_PA_FUSED_PARAMS) {
-  H3_PA_BF16_X2_FUSED(false, 0);
+  H3_PA_BF16_X2_FUSED(false);
 }
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
     pre_attention_bf16_x2_fused_heads_sm90(H3_PA_FUSED_PARAMS) {
-  H3_PA_BF16_X2_FUSED(true, 0);
-}
-// The single launch with the deferred epilogue (pre_attention.BF16_EPILOGUE = "defer"): the
-// previous tile's epilogue under each tile's first H3_PA_DEFER_TILES k-tiles (2: ~1.4 us of the
-// two warpgroups' wgmma against the ~0.8 us math; a diagnostic build may set another count).
-__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
-    pre_attention_bf16_x2_fused_defer_sm90(H3_PA_FUSED_PARAMS) {
-  H3_PA_BF16_X2_FUSED(false, H3_PA_DEFER_TILES);
+  H3_PA_BF16_X2_FUSED(true);
 }
 #undef H3_PA_BF16_X2_FUSED
 #undef H3_PA_FUSED_PARAMS

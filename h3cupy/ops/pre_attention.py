@@ -40,10 +40,8 @@ PRE_ATTENTION = jit.ModuleSpec(
     (
         "h3::pre_attention_bf16_x2_sm90",
         "h3::pre_attention_bf16_x2_heads_sm90",
-        "h3::pre_attention_bf16_x2_defer_sm90",
         "h3::pre_attention_bf16_x2_fused_sm90",
         "h3::pre_attention_bf16_x2_fused_heads_sm90",
-        "h3::pre_attention_bf16_x2_fused_defer_sm90",
         "h3::pre_attention_bf16_sm90",
         "h3::pre_attention_bf16_mma_smxx",
     ),
@@ -119,14 +117,8 @@ FP8_FUSED_PROLOGUE = True
 #:   waiting for the first pass's TMA store to have read it.
 #: * ``"heads"`` (session 23; tested on an H100 in session 25, not faster there): one head at a
 #:   time, head 1's math running while head 0's store reads the buffer. The same bits.
-#: * ``"defer"`` (session 26; compiled and SASS-checked, not yet run on a GPU): the deferred
-#:   epilogue, in the single launch and in the two launches' GEMM. At a tile's end the
-#:   warpgroup parks its block as bf16 (head 0 in the staging buffer, head 1 in 32 registers);
-#:   the next tile's first two k-tiles of wgmma are issued, and while the tensor cores run them
-#:   the parked block gets its RMSNorm and RoPE; then the two store passes. In the other forms
-#:   the tensor cores idle for the whole epilogue (the cooperative schedule). The same bits.
 BF16_EPILOGUE = "rows"
-BF16_EPILOGUES = ("rows", "heads", "defer")
+BF16_EPILOGUES = ("rows", "heads")
 #: The BF16 op on sm_90a at M > 256 in one launch (written in session 23, the default since
 #: session 25: 0.4-3.4% faster than the two launches at every centre on an H100, the same bits,
 #: benchmarks/NOTES.md): the GEMM kernel writes `a` itself (the prologue's rows, the
@@ -266,9 +258,7 @@ def minimax_h3_bf16_pre_attention(
     if cluster == 1:
         tile_n, name = 128, "h3::pre_attention_bf16_sm90"
     else:
-        form = ("_fused" if fused else "") + {"rows": "", "heads": "_heads", "defer": "_defer"}[
-            BF16_EPILOGUE
-        ]
+        form = ("_fused" if fused else "") + ("_heads" if BF16_EPILOGUE == "heads" else "")
         tile_n, name = 256, f"h3::pre_attention_bf16_x2{form}_sm90"
     kernel = jit.get_kernel(PRE_ATTENTION, name, target)
     smem = gemm.wgmma_smem_bytes(tile_n)
@@ -280,10 +270,6 @@ def minimax_h3_bf16_pre_attention(
     ready = -(-m // 128) if fused else 0
     k_tiles = D * 2 // 128
     plan = gemm.tail_plan(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev, k_tiles, ready=ready)
-    if cluster == 2 and BF16_EPILOGUE == "defer" and k_tiles // max(plan.splits, 1) < 2:
-        # (the kernel issues each unit's first two k-tiles unconditionally, and traps on a
-        # shorter k-range: tail_split_counts keeps every range at 4 k-tiles or more)
-        raise RuntimeError(f"internal: a tail-split k-range under 2 k-tiles ({plan.splits})")
     buf = gemm.plan_workspace(plan, None, dev, [xt], "")
     extra: tuple = ()
     if fused:  # the GEMM launch writes a itself

@@ -144,26 +144,6 @@ H3_MEMBER_OR(EpiStagingBoxes, kStagingBoxes)
 // pair_iter).
 H3_MEMBER_OR(EpiPairN, kPairN)
 
-// `static constexpr int kDeferTiles = D` (D >= 1) and `kDeferWords = W`: the deferred epilogue
-// (unpromoted kernels, cooperative schedule). At the end of a tile the engine calls
-//   template <int kAcc, int kW> void defer_begin(const float (&d)[kAcc], u32 (&pk)[kW],
-//                                                u8* staging, int wg) const
-// which parks the fragment (e.g. part of it as bf16 in the staging buffer, the rest as bf16
-// pairs in the W words pk that the engine carries); at the start of the next unit the engine
-// issues that unit's first D k-tiles of wgmma and, while the tensor cores run them, calls
-//   template <int kW> void defer_math(u32 (&pk)[kW], int row0, int col0, u8* staging) const
-// (the tile's math, registers and shared memory only); after those k-tiles retire (their stages
-// released)
-//   template <int kW> void defer_finish(const u32 (&pk)[kW], int row0, int col0, u8* staging,
-//                                       int wg) const
-// fences and issues the TMA stores (a fence with wgmma in flight waited for it: session 17). The
-// last tile's epilogue runs after the loop, math and finish at once. With the next fragment in
-// flight (kAcc registers) and the loop state, the math has ~45 registers: the parked words and
-// its temporaries must fit there (ptxas spills otherwise). The cooperative schedule without it
-// idles the tensor cores for the whole epilogue.
-H3_MEMBER_OR(EpiDeferTiles, kDeferTiles)
-H3_MEMBER_OR(EpiDeferWords, kDeferWords)
-
 // 8 KiB boxes of epilogue staging per consumer warpgroup (without full staging): 2, stored in
 // passes of 128 columns. A diagnostic build for kernels/gemm_wgmma.cu only (the pre-attention
 // epilogues assume 128-column passes): -DH3_STAGING_8K gives one box, 64-column passes, and the
@@ -413,10 +393,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   static_assert(!kSplitK || (kCluster == 1 && !kPingPong && kPromote == 0),
                 "split-K: single CTAs, cooperative schedule, no promotion");
   static_assert(!kTail || (!kSplitK && !kPingPong), "tail split: cooperative schedule, no split-K");
-  constexpr int kDefer = EpiDeferTiles<Epi, 0>::value;
-  static_assert(kDefer == 0 || (kPromote == 0 && !kPingPong && !kSplitK && !kPair && kVec == 0 &&
-                                !kPf),
-                "deferred epilogue: unpromoted, cooperative, no split-K, pairs, vectors, prefetch");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kHook = ProducerSmem<Pro, 0>::value;
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster,
@@ -834,11 +810,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       // kPair && kTail: whether this warpgroup is its tail pair's last arrival (set at sub 1,
       // read at sub 2)
       [[maybe_unused]] bool pair_fin = false;
-      // kDefer: the previous tile's parked words, its origin, and whether it waits for its
-      // epilogue
-      [[maybe_unused]] u32 pk[kDefer > 0 ? EpiDeferWords<Epi, 1>::value : 1];
-      [[maybe_unused]] int pk_row0 = 0, pk_col0 = 0;
-      [[maybe_unused]] bool pend = false;
       // (the unit count is formed again at each test, from the opaque M: held across the
       // mainloop, it was the word ptxas spilled in the 192-row FP8 kernel with the tail split)
       H3_EP_STAMP(ep_start);
@@ -911,31 +882,11 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         };
         auto stage_of = [&](int kt) { return (it0 + kt) % S; };
         if constexpr (kPromote == 0) {
-          int kt = 0;
-          [[maybe_unused]] int kt_rel = 0;  // k-tiles whose stages are released already
-          if constexpr (kDefer > 0) {
-            if (pend) {  // the previous tile's epilogue under this unit's first kDefer k-tiles
-              // NOTE: unconditionally: a branch around these wgmmas (for units of fewer k-tiles)
-              // made ptxas serialize every wgmma of the kernel (C7515), as a conditional first
-              // span did in session 17. The host launches this form only where every unit has
-              // kDefer k-tiles or more (the tail split's ranges included); a unit with fewer traps.
-              if (k_tiles < kDefer) __trap();
-              pend = false;
-#pragma unroll
-              for (int q = 0; q < kDefer; ++q) issue(acc, q, false);
-              epi.defer_math(pk, pk_row0, pk_col0, my_staging);
-              wgmma_wait<0>();
-#pragma unroll
-              for (int q = 0; q < kDefer; ++q) release(stage_of(q));
-              kt = kt_rel = kDefer;
-              epi.defer_finish(pk, pk_row0, pk_col0, my_staging, wg);
-            }
-          }
-          for (; kt < k_tiles; ++kt) {
+          for (int kt = 0; kt < k_tiles; ++kt) {
             issue(acc, kt, false);
             // Keep one k-tile of wgmma in flight: the previous one has completed, free its stage.
             wgmma_wait<1>();
-            if (kt > kt_rel) release(stage_of(kt - 1));
+            if (kt > 0) release(stage_of(kt - 1));
           }
           wgmma_wait<0>();
           // NOTE: without the fence the compiler may hoist epilogue reads of acc above the wait;
@@ -1064,12 +1015,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             if (!tail_sum(acc, ti - whole(), pp)) continue;  // not its tile's last arrival
           }
         }
-        if constexpr (kDefer > 0) {  // parked for the next unit's mainloop
-          epi.defer_begin(acc, pk, my_staging, wg);
-          pk_row0 = row0;
-          pk_col0 = nt * kBN;
-          pend = true;
-        } else if constexpr (kSplitK) {
+        if constexpr (kSplitK) {
           epi(acc, row0, nt * kBN, my_staging, wg, part);
         } else if constexpr (kVec > 0) {
           epi(acc, row0, nt * kBN, my_staging, wg, my_vec);
@@ -1079,12 +1025,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         H3_EP_STAMP(ep3);
         H3_EP_ADD(2, ep3 - ep2);
         H3_EP_ADD(4, 1);
-      }
-      if constexpr (kDefer > 0) {
-        if (pend) {  // the last tile's epilogue
-          epi.defer_math(pk, pk_row0, pk_col0, my_staging);
-          epi.defer_finish(pk, pk_row0, pk_col0, my_staging, wg);
-        }
       }
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
       H3_EP_STAMP(ep_end);
