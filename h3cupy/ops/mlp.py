@@ -20,13 +20,11 @@ measurements (benchmarks/NOTES.md, session 17; session 7 had measured them 3% sl
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..core import arch, checks, interop, jit
-from ..core.launch import f32, i32, launch, ptr, stream
+from ..core.launch import i32, launch, ptr, stream
 from . import gemm, out_proj
 from .pre_attention import _out_map
-from .prologue import D, check_prologue_inputs, launch_prologue, operand_args
+from .prologue import D, check_prologue_inputs, in_launch_args, launch_prologue
 
 FFN = 14336
 MLP = jit.ModuleSpec(
@@ -190,12 +188,8 @@ def minimax_h3_mlp_fp8_sm120(
     )
     extra: tuple = ()
     if fc1_ready:  # the FC1 launch writes a_q and a_scale itself
-        extra = (
-            *operand_args(xt, wt, st, ht, it, rows, stride),
-            i32(1 if it.fmt == "int64" else 0),
-            f32(eps),
-            ptr(aq),
-            np.uint64(buf.data.ptr + 4 * plan.ready),
+        extra = in_launch_args(
+            xt, wt, st, ht, it, rows, stride, eps, aq, buf.data.ptr + 4 * plan.ready
         )
     else:  # 1. Prologue with per-token FP8 of a.
         launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)

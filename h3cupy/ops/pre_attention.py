@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
-
 from ..core import arch, checks, interop, jit
 from ..core.launch import f32, i32, launch, ptr
 from . import gemm
-from .prologue import D, check_prologue_inputs, launch_prologue, operand_args
+from .prologue import D, check_prologue_inputs, in_launch_args, launch_prologue
 
 HEADS, HEAD_DIM, ROPE_COLS = 56, 128, 96
 QKV_ROWS = 3 * HEADS * HEAD_DIM  # 21504
@@ -273,13 +271,7 @@ def minimax_h3_bf16_pre_attention(
     buf = gemm.plan_workspace(plan, None, dev, [xt], "")
     extra: tuple = ()
     if fused:  # the GEMM launch writes a itself
-        extra = (
-            *operand_args(xt, wt, st, ht, it, rows, stride),
-            i32(1 if it.fmt == "int64" else 0),
-            f32(eps),
-            ptr(at),
-            np.uint64(buf.data.ptr),
-        )
+        extra = in_launch_args(xt, wt, st, ht, it, rows, stride, eps, at, buf.data.ptr)
     else:  # Launch 1: the prologue writes a.
         launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "bf16", at, None, None, None)
     # Launch 2 (or the only one): the QKV GEMM with the pre-attention epilogue.
@@ -596,13 +588,7 @@ def minimax_h3_fp8_pre_attention(
     buf = gemm.plan_workspace(plan, None, dev, [xt], "")
     extra: tuple = ()
     if fused:  # the GEMM launch writes act_q and act_scale itself
-        extra = (
-            *operand_args(xt, wt, st, ht, it, rows, stride),
-            i32(1 if it.fmt == "int64" else 0),
-            f32(eps),
-            ptr(aq),
-            np.uint64(buf.data.ptr),
-        )
+        extra = in_launch_args(xt, wt, st, ht, it, rows, stride, eps, aq, buf.data.ptr)
     else:  # Launch 1: prologue with per-token FP8 of a.
         launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
     # Launch 2 (or the only one): the FP8 QKV GEMM with the pre-attention epilogue and the output

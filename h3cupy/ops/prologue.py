@@ -24,8 +24,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..core import arch, checks, interop, jit
-from ..core.launch import f32, i64, launch, ptr
+from ..core.launch import f32, i32, i64, launch, ptr
 
 D = 5376
 _OUT_CODES = {"bf16": 0, "fp8": 1, "nvfp4": 2}
@@ -117,6 +119,21 @@ def operand_args(xt, wt, st, ht, it, rows, stride) -> tuple:
     prologue kernel, and the BF16 pre-attention's single-launch kernels): x, the norm weight,
     the two tables, their row stride and row count, the index."""
     return (ptr(xt), ptr(wt), ptr(st), ptr(ht), i64(stride), i64(rows), ptr(it))
+
+
+def in_launch_args(xt, wt, st, ht, it, rows, stride, eps, out, ready_ptr: int) -> tuple:
+    """The trailing kernel arguments of a single-launch GEMM that writes the prologue's rows
+    itself (h3/norm_rows.cuh ProNormRows: the BF16 and FP8 pre-attention's and the MLP's FC1
+    kernels): the prologue's operands, whether the index is int64, eps, the output ``out`` (bf16
+    ``a`` or the e4m3 codes; the FP8 scales go through the kernel's own scale argument) and the
+    address of the ready counters (``ready_ptr``, one zeroed word per 128-row tile)."""
+    return (
+        *operand_args(xt, wt, st, ht, it, rows, stride),
+        i32(1 if it.fmt == "int64" else 0),
+        f32(eps),
+        ptr(out),
+        np.uint64(ready_ptr),
+    )
 
 
 def launch_prologue(xt, wt, st, ht, it, rows, stride, eps, out_format, at, qt, sct, gt) -> None:
