@@ -158,32 +158,33 @@ case "$MODE" in
       --json "$OUT/bench_pre_attention.json"
     smi_stop
     ;;
-  s27-e)  # session 27: the FP8 pre-attention's tests with the single launch as the default (the
-          # reference at every M and out mode, graphs on both back ends, the two launches' bytes,
-          # the pairs' tail split falling back to two launches); FC1's single launch
-          # (mlp.FC1_FUSED_PROLOGUE): a one-test smoke run (the prologue launch's bytes at
-          # M = 4824), then its other tests, the MLP benchmark with h3_fc1_one_launch, and
-          # memcheck / synccheck of the MLP in both forms (memcheck_ops.py --mlp)
-    T=tests/test_pre_attention_gpu.py
-    run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 $T::test_fp8_pre_attention \
-      $T::test_fp8_pre_attention_graph $T::test_fp8_pre_attention_fused_prologue_same_bits \
-      $T::test_fp8_pre_attention_tail_split_takes_two_launches
+  s27-e)  # session 27: FC1's single launch (mlp.FC1_FUSED_PROLOGUE): a one-test smoke run (the
+          # prologue launch's bytes at M = 4824), then its other tests and the MLP benchmark with
+          # h3_fc1_one_launch; the FP8 pre-attention's tests with the single launch as the
+          # default (the reference at every M and out mode, graphs on both back ends, the two
+          # launches' bytes, the pairs' tail split falling back to two launches); memcheck /
+          # synccheck of the MLP in both forms (memcheck_ops.py --mlp). Most wanted first.
     if timeout 150 "${PYTEST[@]}" tests/test_mlp_gpu.py -k \
         "fc1_single_launch_same_bytes and 4824" >> "$OUT/tests.log" 2>&1; then
-      run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
+      echo "== FC1 smoke test passed" | tee -a "$OUT/tests.log"
+      run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_mlp_gpu.py -k \
         "fc1_single_launch and not (same_bytes and 4824)"
       smi_start
       run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp \
         --m 4824 9648 19296 38592 --reps 10 --json "$OUT/bench_ops_fp8_mlp.json"
       smi_stop
-      for tool in memcheck synccheck; do
-        run 120 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
-          --error-exitcode 3 python3 scripts/memcheck_ops.py --mlp
-      done
     else
-      echo "== the smoke test failed: see tests.log" | tee -a "$OUT/tests.log"
+      echo "== the FC1 smoke test failed: see tests.log" | tee -a "$OUT/tests.log"
       status=1
     fi
+    T=tests/test_pre_attention_gpu.py
+    run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 $T::test_fp8_pre_attention \
+      $T::test_fp8_pre_attention_graph $T::test_fp8_pre_attention_fused_prologue_same_bits \
+      $T::test_fp8_pre_attention_tail_split_takes_two_launches
+    for tool in memcheck synccheck; do
+      run 120 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
+        --error-exitcode 3 python3 scripts/memcheck_ops.py --mlp
+    done
     ;;
   s26-f)  # prepared in session 26: the FP8 pre-attention's single launch
           # (pre_attention.FP8_FUSED_PROLOGUE): a one-test smoke run (the two launches' bytes at
