@@ -177,8 +177,9 @@ case "$MODE" in
           # prologue launch's bytes at M = 4824), then its other tests and the MLP benchmark with
           # h3_fc1_one_launch; the FP8 pre-attention's tests with the single launch as the
           # default (the reference at every M and out mode, graphs on both back ends, the two
-          # launches' bytes, the pairs' tail split falling back to two launches); memcheck /
-          # synccheck of the MLP in both forms (memcheck_ops.py --mlp). Most wanted first.
+          # launches' bytes, the pairs' tail split falling back to two launches); the panomath
+          # A/B (the FP8 op's Q/K math too, since session 27); memcheck / synccheck of the MLP in
+          # both forms (memcheck_ops.py --mlp). Most wanted first.
     if timeout 150 "${PYTEST[@]}" tests/test_mlp_gpu.py -k \
         "fc1_single_launch_same_bytes and 4824" >> "$OUT/tests.log" 2>&1; then
       echo "== FC1 smoke test passed" | tee -a "$OUT/tests.log"
@@ -196,6 +197,9 @@ case "$MODE" in
     run 200 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 $T::test_fp8_pre_attention \
       $T::test_fp8_pre_attention_graph $T::test_fp8_pre_attention_fused_prologue_same_bits \
       $T::test_fp8_pre_attention_tail_split_takes_two_launches
+    # what the Q/K math costs the FP8 and BF16 pre-attention (-DH3_PA_NOMATH, timing only)
+    run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab panomath --m 4824 38592 --reps 10 \
+      --json "$OUT/ab_panomath.json"
     for tool in memcheck synccheck; do
       run 120 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
         --error-exitcode 3 python3 scripts/memcheck_ops.py --mlp

@@ -34,7 +34,8 @@ the default stages each row in shared memory by a bulk copy), and the plain FP8 
 control that the define does not touch ("default N x faster" above 1.0 favours the default);
 ``panomath`` (session 26): the BF16 pre-attention's single launch without the RMSNorm / RoPE
 (-DH3_PA_NOMATH: wrong outputs, the math's cost) against the default, with the plain bf16 QKV
-GEMM as a control;
+GEMM as a control; since session 27 also the FP8 pre-attention's default (its single launch,
+bf16 out) without the math, with the plain FP8 QKV GEMM as a control;
 ``fg4`` / ``fg2``: the BF16 pre-attention's single-launch form (pre_attention.BF16_FUSED_PROLOGUE)
 and its default with the tile order's first group 4 / 2 M-tile pairs instead of 8
 (-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
@@ -94,6 +95,7 @@ def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
         ],
         pre_attention.PRE_ATTENTION_FP8: [
             "h3::pre_attention_fp8_n192_sm90<0>",
+            "h3::pre_attention_fp8_n192_fused_sm90<0>",
             "h3::pre_attention_fp8_m192_x2_sm90<0>",
             "h3::pre_attention_fp8_m192_sm90<0>",
             "h3::pre_attention_fp8_x2_sm90<0>",
@@ -269,7 +271,10 @@ def main() -> None:
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
             elif args.ab == "panomath":
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
+                f, *_ = forms("pre_attention", m)  # the FP8 op's default (session 27)
+                cases["fp8_pre_attention"] = f["h3"]
                 cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
+                cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)  # control: untouched
             elif args.ab in ("fg4", "fg2"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 cases["bf16_pre_attention"] = bf16_pre_attention_form(m)

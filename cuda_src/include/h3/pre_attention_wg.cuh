@@ -174,12 +174,21 @@ struct EpiPreAttnQkv {
     if constexpr (kZeroOps) po = PaOperands{};
     int p[2];
     if constexpr (!kScaled) scale.load(so, row0, M);
+#ifndef H3_PA_NOMATH
     math.positions(row0, p);
     math.load_half(po, p, col0, 0);
+#endif
     // the kind's out scalar (a device value for e4m3 / nvfp4) joins the batch
     const float sv = kOut == kPaOutBf16 ? 0.f : pick3(scalar, kind).get();
     if constexpr (!kScaled) scale.apply(d, col0, so);
+    // -DH3_PA_NOMATH (timing only, scripts/probe_engine.py --ab panomath): no RMSNorm / RoPE,
+    // wrong outputs; what the math costs the tile
+#ifndef H3_PA_NOMATH
     math.template apply<true, 1>(d, col0, po, p);
+#else
+    (void)po;
+    (void)p;
+#endif
     const TmaDesc* dk = pick3(desc, kind);
     if constexpr (kOut == kPaOutBf16) {
       auto box_store = [&](int, int box, const u8* src) {
