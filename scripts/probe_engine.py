@@ -35,7 +35,9 @@ control that the define does not touch ("default N x faster" above 1.0 favours t
 ``panomath`` (session 26): the BF16 pre-attention's single launch without the RMSNorm / RoPE
 (-DH3_PA_NOMATH: wrong outputs, the math's cost) against the default, with the plain bf16 QKV
 GEMM as a control; since session 27 also the FP8 pre-attention's default (its single launch,
-bf16 out) without the math, with the plain FP8 QKV GEMM as a control;
+bf16 out) without the math, with the plain FP8 QKV GEMM as a control; ``pacs0`` (session 27):
+the same cases with every row's RoPE operands read from cache row 0 (-DH3_PA_CS0: L1 hits,
+wrong outputs), what the operands' load latency costs the epilogue;
 ``fg4`` / ``fg2``: the BF16 pre-attention's single-launch form (pre_attention.BF16_FUSED_PROLOGUE)
 and its default with the tile order's first group 4 / 2 M-tile pairs instead of 8
 (-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
@@ -68,6 +70,7 @@ AB = {
     "fg4": (("H3_FIRST_GROUP_M=4",), False),
     "fg2": (("H3_FIRST_GROUP_M=2",), False),
     "panomath": (("H3_PA_NOMATH=1",), False),
+    "pacs0": (("H3_PA_CS0=1",), False),
 }
 
 
@@ -269,7 +272,7 @@ def main() -> None:
                     f, *_ = forms(op, m)
                     cases[op] = f["h3"]
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
-            elif args.ab == "panomath":
+            elif args.ab in ("panomath", "pacs0"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 f, *_ = forms("pre_attention", m)  # the FP8 op's default (session 27)
                 cases["fp8_pre_attention"] = f["h3"]

@@ -46,6 +46,11 @@ struct PreAttnMath {
   float qk_eps;
 
   H3_DEVICE int position(int row) const {
+#ifdef H3_PA_CS0
+    // timing only (scripts/probe_engine.py --ab pacs0): every row reads cache row 0, which stays
+    // in L1, so the RoPE operands' load latency drops out; wrong outputs
+    return 0;
+#endif
     if (row >= M) return 0;
     i64 p = row;
     if (pos != nullptr)
