@@ -160,9 +160,13 @@ case "$MODE" in
     ;;
   s27-g)  # session 27: what the RoPE operands' load latency costs the pre-attention epilogues
           # (probe_engine.py --ab pacs0: every row reads cache row 0, L1 hits, wrong outputs;
-          # the FP8 and BF16 ops' defaults, the plain QKV GEMMs as controls)
-    run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab pacs0 --m 4824 38592 --reps 10 \
-      --json "$OUT/ab_pacs0.json"
+          # the FP8 and BF16 ops' defaults, the plain QKV GEMMs as controls), and the BF16
+          # op's single launch with those lines prefetched into L1 before each unit's mainloop
+          # (--ab paprefetch, the same bytes)
+    for ab in pacs0 paprefetch; do
+      run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 10 \
+        --json "$OUT/ab_$ab.json"
+    done
     ;;
   s27-f)  # session 27, s27-e cut to a short device budget: FC1's single launch, the smoke run,
           # its other tests, and the MLP benchmark at M = 4824 / 38592 without the torch.compile

@@ -37,7 +37,10 @@ control that the define does not touch ("default N x faster" above 1.0 favours t
 GEMM as a control; since session 27 also the FP8 pre-attention's default (its single launch,
 bf16 out) without the math, with the plain FP8 QKV GEMM as a control; ``pacs0`` (session 27):
 the same cases with every row's RoPE operands read from cache row 0 (-DH3_PA_CS0: L1 hits,
-wrong outputs), what the operands' load latency costs the epilogue;
+wrong outputs), what the operands' load latency costs the epilogue; ``paprefetch`` (session
+27): the BF16 op's single launch with each thread's two RoPE cache lines prefetched into L1
+before each unit's mainloop (-DH3_PA_CS_PREFETCH, the same bytes), the plain bf16 QKV GEMM as a
+control;
 ``fg4`` / ``fg2``: the BF16 pre-attention's single-launch form (pre_attention.BF16_FUSED_PROLOGUE)
 and its default with the tile order's first group 4 / 2 M-tile pairs instead of 8
 (-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
@@ -71,6 +74,7 @@ AB = {
     "fg2": (("H3_FIRST_GROUP_M=2",), False),
     "panomath": (("H3_PA_NOMATH=1",), False),
     "pacs0": (("H3_PA_CS0=1",), False),
+    "paprefetch": (("H3_PA_CS_PREFETCH=1",), False),
 }
 
 
@@ -187,7 +191,8 @@ def main() -> None:
     probe_defines = ("H3_ENGINE_PROBE=1",) + tuple(AB[args.probe_on][0] if args.probe_on else ())
     only = AB[args.probe_on][1] if args.probe_on else False
     specs = probe_specs(*AB[args.ab]) if args.ab else probe_specs(probe_defines, only)
-    wide = args.ab == "stage5" or args.probe_on == "stage5"
+    # stage5's 5-stage ring and paprefetch's vector area need more than the default's layout
+    wide = args.ab in ("stage5", "paprefetch") or args.probe_on in ("stage5", "paprefetch")
     if args.prebuild and args.ab:  # just that A/B's builds
         for s in specs.values():
             print(jit.build(s, args.prebuild)[0].name, flush=True)
@@ -241,7 +246,7 @@ def main() -> None:
     def probed(fn):
         def call(i):
             active["on"] = True
-            if wide:  # stage5's 5-stage ring needs more than the default's layout
+            if wide:
                 gemm.wgmma_smem_bytes = lambda *a, **k: 232448
             try:
                 return fn(i)
@@ -272,6 +277,9 @@ def main() -> None:
                     f, *_ = forms(op, m)
                     cases[op] = f["h3"]
                 cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
+            elif args.ab == "paprefetch":  # the BF16 op only (the define is its epilogue's)
+                cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
+                cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
             elif args.ab in ("panomath", "pacs0"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 f, *_ = forms("pre_attention", m)  # the FP8 op's default (session 27)

@@ -36,10 +36,36 @@ namespace h3 {
 // math first, row half by row half, then both store passes.
 // Timing-only diagnostic (scripts/probe_engine.py --ab panomath; never set by the ops):
 // -DH3_PA_NOMATH skips the RMSNorm and RoPE (wrong outputs: what the math costs the tile).
+// -DH3_PA_CS_PREFETCH (probe_engine.py --ab paprefetch, the same bytes): before each unit's
+// mainloop every thread asks L1 for its two rows' RoPE cache lines (prefetch.global.L1, no
+// registers held across the mainloop), so that the epilogue's operand loads may hit L1; through
+// the engine's prefetch_vec hook with a 16-byte vector area (the ring keeps its four stages).
+// Only the single launch is timed with it (the two-launch kernels spill 16 bytes in that build).
 template <bool kHeads = false>
 struct EpiPreAttnBf16 {
   PreAttnMath math;
   const TmaDesc* desc_out;
+
+#ifdef H3_PA_CS_PREFETCH
+  static constexpr int kVecBytes = 16;
+  template <int kBN>
+  H3_DEVICE void prefetch_vec(int row0, int col0, u8*) const {
+    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, q4 = lane % 4;
+    if (col0 / kPaKindCols >= 2 || q4 >= 2) return;  // V: no operands; lanes 0, 1 of a quad
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      // the row's 192 cache bytes span two 128-byte lines from its start (q4 = 0) and 128 on
+      const int pos = math.position(row0 + 16 * w + lane / 4 + 8 * h);
+      const bf16_t* p = math.cs + static_cast<i64>(pos) * 96 + 64 * q4;
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+    }
+  }
+  template <int kAcc>
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg,
+                            u8*) const {
+    (*this)(d, row0, col0, staging, wg);
+  }
+#endif
 
   // The TMA store of 64-column box `box` of head `head` (of `kind`) at rows row0..
   H3_DEVICE void store_box(int kind, int head, int box, int row0, const u8* src) const {
