@@ -665,7 +665,7 @@ def _expected_flags(m: int) -> np.ndarray:
     dev = arch.current_device()
     if out_proj.gemm_backend(arch.device_target(dev)) != "wgmma":
         return np.zeros(-(-m // 128), np.int32)
-    fc1 = mlp._fc1_ready(m, dev)
+    fc1 = mlp._fc1_ready(m)
     plan = out_proj.plan_fp8_gemm_wgmma(m, mlp.FFN, mlp.FUSED_QUANT, dev, fc1)
     want = np.zeros(max(plan.tail.zero, -(-m // 128)), np.int32)
     tile_rows = np.minimum(128, m - 128 * np.arange(plan.ready))
@@ -690,6 +690,22 @@ def _download_rows(a, rows: np.ndarray, everything: bool = False) -> np.ndarray:
     return sub.view(dt).reshape((len(rows),) + tuple(a.shape[1:]))
 
 
+def mlp_fp8_operands(m: int, rng: np.random.Generator, index_dtype=np.int64):
+    """The MLP op's inputs in the model's distributions (AdaLN indices of ``index_dtype``, some
+    invalid) and its FP8 weights: ``(host inputs, (w1q, w1s, w2q, w2s) on the host, {name:
+    device array} of the seven activations and tables in the op's argument order, the four
+    weights on the device in the op's order)``."""
+    import cupy
+
+    host = ref_inputs.mlp_inputs(m, rows=9, index_dtype=index_dtype, rng=rng)
+    w1q, w1s = formats.fp8_quantize_per_channel(formats.fc1_prepack_rows(host["fc1_weight"]))
+    w2q, w2s = formats.fp8_quantize_per_channel(host["fc2_weight"])
+    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index", "gate", "residual")
+    dev = {k: upload(host[k]) for k in keys}
+    weights = (w1q, w1s, w2q, w2s)
+    return host, weights, dev, [cupy.asarray(w) for w in weights]
+
+
 def check_mlp_fp8(
     m: int,
     rng: np.random.Generator | None = None,
@@ -710,11 +726,8 @@ def check_mlp_fp8(
     from .ops.mlp import minimax_h3_mlp_fc2_flags_sm120, minimax_h3_mlp_fp8_sm120
 
     rng = rng or np.random.default_rng()
-    host = ref_inputs.mlp_inputs(m, rows=9, index_dtype=index_dtype, rng=rng)
-    w1q, w1s = formats.fp8_quantize_per_channel(formats.fc1_prepack_rows(host["fc1_weight"]))
-    w2q, w2s = formats.fp8_quantize_per_channel(host["fc2_weight"])
-    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index", "gate", "residual")
-    dev = {k: upload(host[k]) for k in keys}
+    host, (w1q, w1s, w2q, w2s), dev, weights = mlp_fp8_operands(m, rng, index_dtype)
+    keys = tuple(dev)
     ws = {
         "workspace_a_q": cupy.empty((m, D), np.uint8),
         "workspace_a_scale": cupy.empty((m,), np.float32),
@@ -728,19 +741,11 @@ def check_mlp_fp8(
     if not alias:
         poison(out)
 
-    w1q_d = cupy.asarray(w1q)
-    w1s_d = cupy.asarray(w1s)
-    w2q_d = cupy.asarray(w2q)
-    w2s_d = cupy.asarray(w2s)
-
     # uploads hoisted: run() is also captured in a CUDA graph (no copies there)
     def run(**outs):
         return minimax_h3_mlp_fp8_sm120(
             *(dev[k] for k in keys),
-            w1q_d,
-            w1s_d,
-            w2q_d,
-            w2s_d,
+            *weights,
             out=out,
             **ws,
             **outs,

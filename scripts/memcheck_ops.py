@@ -24,6 +24,7 @@ import numpy as np
 from h3cupy import formats
 from h3cupy.ops import mlp, out_proj, pre_attention
 from h3cupy.reference import inputs
+from h3cupy.verify import mlp_fp8_operands
 
 
 def fp8_pre_attention_single_launch(m: int, rng) -> None:
@@ -58,11 +59,8 @@ def mlp_fc1_single_launch(m: int, rng) -> None:
     """The MLP with FC1's prologue inside its launch (mlp.FC1_FUSED_PROLOGUE, session 27; at
     M = 3000 the consumer warps write rows 0..1023 of a_q, the spare producer warps the rest),
     then with the prologue launch, each with the caller's workspace_flags."""
-    host = inputs.mlp_inputs(m, rows=9, rng=rng)
-    w1q, w1s = formats.fp8_quantize_per_channel(formats.fc1_prepack_rows(host["fc1_weight"]))
-    w2q, w2s = formats.fp8_quantize_per_channel(host["fc2_weight"])
-    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index", "gate", "residual")
-    args = [cupy.asarray(host[x]) for x in keys] + [cupy.asarray(w) for w in (w1q, w1s, w2q, w2s)]
+    _, _, dev, weights = mlp_fp8_operands(m, rng)
+    args = [*dev.values(), *weights]
     default = mlp.FC1_FUSED_PROLOGUE
     try:
         for fused in (True, False):
@@ -107,13 +105,8 @@ def main() -> None:
         out_proj.FUSED_QUANT = fused
         out_proj.minimax_h3_fp8_out_proj(*args)
     out_proj.FUSED_QUANT = True
-    host = inputs.mlp_inputs(m, rows=9, rng=rng)
-    w1q, w1s = formats.fp8_quantize_per_channel(formats.fc1_prepack_rows(host["fc1_weight"]))
-    w2q, w2s = formats.fp8_quantize_per_channel(host["fc2_weight"])
-    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index", "gate", "residual")
-    mlp.minimax_h3_mlp_fp8_sm120(
-        *(cupy.asarray(host[x]) for x in keys), *(cupy.asarray(w) for w in (w1q, w1s, w2q, w2s))
-    )
+    _, _, dev, weights = mlp_fp8_operands(m, rng)
+    mlp.minimax_h3_mlp_fp8_sm120(*dev.values(), *weights)
     cupy.cuda.Device().synchronize()
     print(f"memcheck_ops: 5 paths run at M = {m}")
 

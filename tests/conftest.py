@@ -27,15 +27,3 @@ def rng(request):
     request.node.user_properties.append(("seed", seed))
     print(f"seed={seed}")
     return np.random.default_rng(seed)
-
-
-@pytest.fixture(autouse=True)
-def _bf16_epilogue_override(monkeypatch):
-    """H3CUPY_TEST_BF16_EPILOGUE=<form>: every test runs the BF16 pre-attention with that
-    epilogue (pre_attention.BF16_EPILOGUE) unless it sets one itself, so that a candidate
-    default can go through the whole BF16 selection before it becomes the default."""
-    form = os.environ.get("H3CUPY_TEST_BF16_EPILOGUE")
-    if form:
-        from h3cupy.ops import pre_attention
-
-        monkeypatch.setattr(pre_attention, "BF16_EPILOGUE", form)

@@ -109,16 +109,11 @@ def test_mlp_fp8_fc1_single_launch_same_bytes(m, rng, monkeypatch):
 
     from h3cupy import formats
     from h3cupy.ops import mlp
-    from h3cupy.reference import inputs
-    from h3cupy.testing import download, poison, upload
+    from h3cupy.testing import download, poison
+    from h3cupy.verify import mlp_fp8_operands
 
     _need_sm90()
-    host = inputs.mlp_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
-    w1q, w1s = formats.fp8_quantize_per_channel(formats.fc1_prepack_rows(host["fc1_weight"]))
-    w2q, w2s = formats.fp8_quantize_per_channel(host["fc2_weight"])
-    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index", "gate", "residual")
-    dev = [upload(host[k]) for k in keys]
-    weights = [cupy.asarray(w) for w in (w1q, w1s, w2q, w2s)]
+    _, _, dev, weights = mlp_fp8_operands(m, rng, np.int32)
     ws = {
         "workspace_a_q": cupy.empty((m, 5376), np.uint8),
         "workspace_a_scale": cupy.empty((m,), np.float32),
@@ -130,7 +125,7 @@ def test_mlp_fp8_fc1_single_launch_same_bytes(m, rng, monkeypatch):
 
     def run():
         poison(out, *ws.values())
-        mlp.minimax_h3_mlp_fp8_sm120(*dev, *weights, out=out, **ws)
+        mlp.minimax_h3_mlp_fp8_sm120(*dev.values(), *weights, out=out, **ws)
         return [download(t).view(np.uint8) for t in (out, *ws.values())]
 
     names = ("out", *ws)

@@ -53,9 +53,9 @@ FUSED_QUANT = True
 FC1_FUSED_PROLOGUE = False
 
 
-def _fc1_ready(m: int, dev: int) -> int:
+def _fc1_ready(m: int) -> int:
     """The single-launch FC1's ready counters (words after FC2's in the flags), or 0 where FC1
-    keeps the prologue launch."""
+    keeps the prologue launch (read on the wgmma back end only)."""
     if not FC1_FUSED_PROLOGUE or m <= 256 or gemm.FP8_CLUSTER != 1:
         return 0
     return -(-m // 128)
@@ -69,7 +69,7 @@ def minimax_h3_mlp_fc2_flags_sm120(m: int) -> int:
     M). At least ``ceil(m / 128)``."""
     if int(m) < 1:
         raise ValueError(f"m: expected M >= 1, got {m}")
-    return out_proj._flags_words(int(m), FFN, FUSED_QUANT, _fc1_ready)
+    return out_proj._flags_words(int(m), FFN, FUSED_QUANT, _fc1_ready(int(m)))
 
 
 def minimax_h3_mlp_fp8_sm120(
@@ -181,7 +181,7 @@ def minimax_h3_mlp_fp8_sm120(
     # ready counters and the tail split's counters and partials, in workspace_flags or the op's
     # scratch.
     # With FC1_FUSED_PROLOGUE, FC1's ready counters follow FC2's (zeroed by the same memset).
-    fc1_ready = _fc1_ready(m, dev)
+    fc1_ready = _fc1_ready(m)
     plan = out_proj.plan_fp8_gemm_wgmma(m, FFN, FUSED_QUANT, dev, fc1_ready)
     buf = gemm.plan_workspace(
         plan.tail, ft, dev, [xt], "minimax_h3_mlp_fc2_flags_sm120", flags=plan.ready + fc1_ready

@@ -115,10 +115,10 @@ def minimax_h3_fp8_out_proj_flags(m: int) -> int:
     return _flags_words(m, ATTN, FUSED_QUANT)
 
 
-def _flags_words(m: int, k: int, fused: bool, extra_ready=None) -> int:
+def _flags_words(m: int, k: int, fused: bool, extra_ready: int = 0) -> int:
     """max(ceil(m / 128), the wgmma plan's words) on the current device (just the former on
-    other back ends, and without a usable GPU, where the op cannot run). ``extra_ready(m, dev)``:
-    the words another launch reserves after the ready counters (the MLP's FC1), or None."""
+    other back ends, and without a usable GPU, where the op cannot run). ``extra_ready``: the
+    words another launch of the op reserves after the ready counters (the MLP's FC1)."""
     import cupy
 
     n = -(-m // 128)
@@ -129,8 +129,7 @@ def _flags_words(m: int, k: int, fused: bool, extra_ready=None) -> int:
         return n
     if gemm_backend(target) != "wgmma":
         return n
-    extra = extra_ready(m, dev) if extra_ready is not None else 0
-    return max(n, plan_fp8_gemm_wgmma(m, k, fused, dev, extra).tail.words)
+    return max(n, plan_fp8_gemm_wgmma(m, k, fused, dev, extra_ready).tail.words)
 
 
 OUT_PROJ = jit.ModuleSpec(

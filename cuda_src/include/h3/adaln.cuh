@@ -1,6 +1,6 @@
 // The RMSNorm pieces of the shared prologue (SPEC.md section 2) that every kernel writing `a`
-// must compute in the same order to give the same bits: prologue.cu, and the BF16
-// pre-attention's single launch (h3/norm_rows.cuh, ProNormRows).
+// must compute in the same order to give the same bits: prologue.cu, and the single launches
+// that write it themselves (h3/norm_rows.cuh, ProNormRows: the BF16 and FP8 pre-attention, FC1).
 #pragma once
 #include "h3/common.cuh"
 #include "h3/numeric.cuh"
