@@ -159,11 +159,12 @@ case "$MODE" in
     smi_stop
     ;;
   s28-b)  # session 28's second call: FC1's single launch against the prologue launch once more
-          # (the MLP at the four centres without the torch.compile chain: the second run its
-          # default needs), then s27-g's RoPE-operand A/Bs (pacs0, paprefetch)
+          # (the MLP at the four centres without the torch.compile chain, with the sustained
+          # figures: s28-a's medians at M = 38592 spread 9% between equivalent forms), then
+          # s27-g's RoPE-operand A/Bs (pacs0, paprefetch)
     smi_start
-    run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --m 4824 9648 19296 38592 \
-      --reps 10 --no-compile --json "$OUT/bench_ops_fp8_mlp.json"
+    run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --m 4824 9648 19296 38592 \
+      --reps 10 --no-compile --energy --json "$OUT/bench_ops_fp8_mlp.json"
     smi_stop
     for ab in pacs0 paprefetch; do
       run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 10 \
