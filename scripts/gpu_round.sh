@@ -52,6 +52,14 @@ s10_measure() {  # session 10's epilogue measurements: the engine probe, the FP8
     --backend wgmma --reps 10 --json "$OUT/bench_gemm_fp8.json"
   smi_stop
 }
+rope_operand_abs() {  # session 27: what the RoPE operands' load latency costs the pre-attention
+                      # epilogues (pacs0), and their L1 prefetch before each unit's mainloop
+                      # (paprefetch); s27-g, s28-b
+  for ab in pacs0 paprefetch; do
+    run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 10 \
+      --json "$OUT/ab_$ab.json"
+  done
+}
 engine_ops_tests() {  # sessions 20-21: after an engine change, its own tests (tail splits,
                       # variants, 192-row tiles) and the FP8 out_proj's and MLP's
   run 130 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k \
@@ -166,20 +174,14 @@ case "$MODE" in
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --m 4824 9648 19296 38592 \
       --reps 10 --no-compile --energy --json "$OUT/bench_ops_fp8_mlp.json"
     smi_stop
-    for ab in pacs0 paprefetch; do
-      run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 10 \
-        --json "$OUT/ab_$ab.json"
-    done
+    rope_operand_abs
     ;;
   s27-g)  # session 27: what the RoPE operands' load latency costs the pre-attention epilogues
           # (probe_engine.py --ab pacs0: every row reads cache row 0, L1 hits, wrong outputs;
           # the FP8 and BF16 ops' defaults, the plain QKV GEMMs as controls), and the BF16
           # op's single launch with those lines prefetched into L1 before each unit's mainloop
           # (--ab paprefetch, the same bytes)
-    for ab in pacs0 paprefetch; do
-      run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 10 \
-        --json "$OUT/ab_$ab.json"
-    done
+    rope_operand_abs
     ;;
   s27-f)  # session 27, s27-e cut to a short device budget: FC1's single launch, the smoke run,
           # its other tests, and the MLP benchmark at M = 4824 / 38592 without the torch.compile
