@@ -46,6 +46,10 @@ and its default with the tile order's first group 4 / 2 M-tile pairs instead of 
 (-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
 scripts/spare_rows_model.py puts the spare rows' smallest slack at ~190 / ~40 us). Another order
 puts other tiles in the tail split's last round, so "same bytes" may read False there.
+``paoff`` (session 29): the FP8 op's two launches (pairs, no tail split) with the per-head Q/K
+math on the producer warpgroup's spare warps (-DH3_PA_OFFLOAD, h3/pre_attention_off.cuh: the
+consumers hand y over in shared memory), the single launch and the plain FP8 QKV GEMM as
+controls that the define does not touch;
 ``--energy`` adds bench_graphs' sustained windows: clock cycles and energy per call.
 """
 
@@ -75,6 +79,7 @@ AB = {
     "panomath": (("H3_PA_NOMATH=1",), False),
     "pacs0": (("H3_PA_CS0=1",), False),
     "paprefetch": (("H3_PA_CS_PREFETCH=1",), False),
+    "paoff": (("H3_PA_OFFLOAD=1",), False),
 }
 
 
@@ -192,7 +197,11 @@ def main() -> None:
     only = AB[args.probe_on][1] if args.probe_on else False
     specs = probe_specs(*AB[args.ab]) if args.ab else probe_specs(probe_defines, only)
     # stage5's 5-stage ring and paprefetch's vector area need more than the default's layout
-    wide = args.ab in ("stage5", "paprefetch") or args.probe_on in ("stage5", "paprefetch")
+    wide = args.ab in ("stage5", "paprefetch", "paoff") or args.probe_on in (
+        "stage5",
+        "paprefetch",
+        "paoff",
+    )
     if args.prebuild and args.ab:  # just that A/B's builds
         for s in specs.values():
             print(jit.build(s, args.prebuild)[0].name, flush=True)
@@ -280,6 +289,18 @@ def main() -> None:
             elif args.ab == "paprefetch":  # the BF16 op only (the define is its epilogue's)
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
+            elif args.ab == "paoff":  # the FP8 op's two launches (the define's kernel)
+                from ops_fp8 import with_setting
+
+                from h3cupy.ops import pre_attention
+
+                f, *_ = forms("pre_attention", m)
+                two = with_setting(pre_attention, "FP8_FUSED_PROLOGUE", False, f["h3"])
+                cases["fp8_pre_attention_two_launch"] = with_setting(
+                    pre_attention, "FP8_PAIR_TAIL_SPLIT", False, two
+                )
+                cases["fp8_pre_attention"] = f["h3"]  # the single launch: untouched
+                cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)  # control: untouched
             elif args.ab in ("panomath", "pacs0"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 f, *_ = forms("pre_attention", m)  # the FP8 op's default (session 27)

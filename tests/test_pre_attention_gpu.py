@@ -248,6 +248,38 @@ def test_fp8_pre_attention(m, out_mode, rng):
     assert_passed(results)
 
 
+@pytest.mark.parametrize("m", (257, 385, 4097, 4824))
+def test_fp8_pre_attention_math_offload(m, rng, monkeypatch):
+    """The prototype of session 29 (-DH3_PA_OFFLOAD, h3/pre_attention_off.cuh; not the op's
+    build): the two-launch n192 pair kernel with the per-head Q/K math on the producer
+    warpgroup's spare warps, y handed over in shared memory. Same reference checks as the
+    default (bf16 out mode, the prototype's only one); M = 257 / 385 leave one-row tiles, 4097 a
+    lone last pair, 4824 the production centre."""
+    import cupy
+
+    from h3cupy.core import arch, jit
+    from h3cupy.ops import gemm, pre_attention
+
+    _need_sm90()
+    base = pre_attention.PRE_ATTENTION_FP8
+    name = "h3::pre_attention_fp8_n192_sm90<0>"
+    spec = jit.ModuleSpec(base.file, (name,), base.defines + ("H3_PA_OFFLOAD=1",))
+    cubin, lowered = jit.build(spec, arch.device_target(0))
+    kernel = cupy.RawModule(path=str(cubin)).get_function(lowered[name])
+    real = jit.get_kernel
+
+    def get_kernel(s, n, t=None):
+        return kernel if (s is base and n == name) else real(s, n, t)
+
+    monkeypatch.setattr(jit, "get_kernel", get_kernel)
+    # the hook area (96 bytes) past the default's layout: the opt-in maximum
+    monkeypatch.setattr(gemm, "wgmma_smem_bytes", lambda *a, **k: 232448)
+    monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", False)
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", False)
+    results = check_pre_attention_fp8(m, "bf16", rng)
+    assert_passed(results)
+
+
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
 @pytest.mark.parametrize("m", (257, 385, 4097))
 def test_fp8_pre_attention_tile_m128(m, out_mode, rng, monkeypatch):

@@ -15,6 +15,9 @@
 // Verified on the H200 (every out mode, 2026-12-01).
 #include "h3/norm_rows.cuh"
 #include "h3/pre_attention_wg.cuh"
+#ifdef H3_PA_OFFLOAD
+#include "h3/pre_attention_off.cuh"
+#endif
 
 namespace h3 {
 
@@ -84,7 +87,28 @@ H3_PA8_KERNEL(pre_attention_fp8_sm90, , 1, 2)
                    false, TAIL>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, pair, {}, 1,       \
                                 {tail_part, tail_count, tail_splits});                         \
   }
+#ifndef H3_PA_OFFLOAD
 H3_PA8_N192(pre_attention_fp8_n192_sm90, false)
+#else
+// The prototype (h3/pre_attention_off.cuh; scripts/probe_engine.py --ab paoff): in bf16 out mode
+// the per-head math runs on the producer warpgroup's spare warps.
+template <int kOut>
+__global__ void __launch_bounds__(384, 1) pre_attention_fp8_n192_sm90(H3_PA8_PARAMS) {
+  H3_PA8_EPI;
+  if constexpr (kOut == kPaOutBf16) {
+    const EpiPreAttnPairOff<kOut> off{epi};
+    const PaOffMath<kOut> pro{epi.math, {&desc_q, &desc_k, &desc_v}};
+    gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPairOff<kOut>, false, PaOffMath<kOut>, 2,
+                   false, false>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, off, pro, 1,
+                                 {tail_part, tail_count, tail_splits});
+  } else {
+    const EpiPreAttnPair<kOut> pair{epi};
+    gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPair<kOut>, false, NoProducerHooks, 2,
+                   false, false>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, pair, {}, 1,
+                                 {tail_part, tail_count, tail_splits});
+  }
+}
+#endif
 H3_PA8_N192(pre_attention_fp8_n192_tail_sm90, true)
 #undef H3_PA8_N192
 

@@ -1,0 +1,236 @@
+// A prototype (-DH3_PA_OFFLOAD, scripts/probe_engine.py --ab paoff; never the ops' build): the
+// FP8 pre-attention's per-head Q/K math moved off the consumer warpgroups, onto the three spare
+// warps of the producer warpgroup (the two-launch n192 pair kernel, bf16 out mode only).
+//
+// Why: the math is 7-8% of the FP8 op while the tensor cores wait (session 28, --ab panomath);
+// run by other warps it overlaps the next tile's mainloop.
+// * Consumers (EpiPreAttnPairOff): y = bf16((acc * act_scale) * w_scale), written as bf16 into
+//   four 64 x 64 boxes per warpgroup (128B swizzle, the TMA store layout): the staging buffer's
+//   two (s0, s1) and the vector area's two (v0, v1). First tile of a pair: head A -> s0 s1,
+//   head B's first 64 columns -> v0. Second tile: head B's last 64 -> v1, head C -> s0 s1. Then
+//   the warpgroup's leader publishes the job (row0, col0) and arrives on full[wg]; before
+//   writing, it waits on free[wg] for the previous job.
+// * Math group (PaOffMath::spare, warps 1-3 of the producer warpgroup, 40 registers): per job,
+//   the heads it completes (first tile: A; second: C, then B) row by row, one row-head per warp
+//   at a time: lane l < 24 holds dims 2l, 2l + 1 and their RoPE partners 2l + 48, 2l + 49; lanes
+//   24-31 hold dims 96-127 four each (no rotation); a warp sum gives the row's sum of squares.
+//   In place, then one thread issues the TMA stores and, once they have read the boxes, arrives
+//   on free[wg].
+// The same rounding points as h3/pre_attention.cuh (r = y, n = bf16((r * rstd) * g), the RoPE
+// pair as fma(n_d, c, -(n_{d+48} s)) and fma(n_{d+48}, c, n_d s), one rounding each); only the
+// sum of squares runs in another order (SPEC section 8 allows it).
+#pragma once
+#include "h3/copy.cuh"
+#include "h3/pre_attention_wg.cuh"
+
+#ifndef H3_PA_OFF_ROWS
+#define H3_PA_OFF_ROWS 2  // rows per step of a math warp (their loads and shuffles overlap)
+#endif
+
+namespace h3 {
+
+// The hook area (ProducerSmem): the four barriers first (the engine initializes them, kBarriers),
+// then one job slot per consumer warpgroup (the engine zeroes them).
+struct PaOffArea {
+  u64 full[2];   // warpgroup w's boxes hold its job's y
+  u64 free_[2];  // the math group is done with warpgroup w's boxes (stored and read)
+  struct Slot {
+    u32 s;  // the warpgroup's staging (boxes s0, s1), a shared-memory address
+    u32 v;  // its vector area (boxes v0, v1)
+    int row0, col0, count, pad[3];
+  } slot[2];
+};
+
+// tma_store_2d from a shared-memory address
+H3_DEVICE void tma_store_2d_smem(const TmaDesc* desc, u32 src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                   reinterpret_cast<u64>(desc)),
+               "r"(x), "r"(y), "r"(src)
+               : "memory");
+}
+
+template <int kOut>
+struct EpiPreAttnPairOff {
+  EpiPreAttnQkv<kOut, WgYRowCol> one;  // its math's M and its scaling policy
+  static_assert(kOut == kPaOutBf16, "the prototype: bf16 out mode only");
+  static constexpr bool kPairN = true;
+  static constexpr bool kHookSmem = true;
+  static constexpr int kVecBytes = 16384;  // boxes v0, v1
+
+  template <int kBN>
+  H3_DEVICE void prefetch_vec(int, int, u8*) const {}
+
+  template <int kAcc>
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg, u8* vec,
+                            u8* hook) const {
+    static_assert(kAcc == 96, "a 64 x 192 fragment");
+    PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
+    PaOffArea::Slot& sl = ar->slot[wg - 1];
+    const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
+    typename WgYRowCol::Ops so;
+    one.scale.load(so, row0, one.math.M);
+    one.scale.template apply_groups<0, 24>(d, col0, so);
+    if (tid == 0 && sl.count > 0) mbar_wait(&ar->free_[wg - 1], (sl.count - 1) & 1);
+    named_barrier_sync(wg, 128);
+    const bool first = (col0 / 192) % 2 == 0;
+    const u32 s = smem_addr(staging), v = smem_addr(vec);
+#pragma unroll
+    for (int b = 0; b < 3; ++b) {
+      const u32 base = first ? (b == 2 ? v : s + 8192 * b) : (b == 0 ? v + 8192 : s + 8192 * (b - 1));
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float* x = &d[4 * (8 * b + j) + 2 * h];
+          sts_u32(staging_pair_addr(base, j, h, w, lane), cvt_bf16x2(x[0], x[1]));
+        }
+    }
+    fence_proxy_async_smem();  // V heads go to their TMA stores as written here
+    named_barrier_sync(wg, 128);
+    if (tid == 0) {
+      sl.s = s;
+      sl.v = v;
+      sl.row0 = row0;
+      sl.col0 = col0;
+      sl.count = sl.count + 1;
+      mbar_arrive(&ar->full[wg - 1]);
+    }
+  }
+};
+
+template <int kOut>
+struct PaOffMath {
+  PreAttnMath math;
+  const TmaDesc* desc[3];
+  static constexpr int kSmemBytes = sizeof(PaOffArea);
+  static constexpr int kBarriers = 4;
+  static_assert(sizeof(PaOffArea) % 16 == 0, "the hook area: a multiple of 16 bytes");
+
+  H3_DEVICE void before_a(int) const {}
+  H3_DEVICE void consumers(int, int, int) const {}
+
+  // Rows r = w - 1, w + 2, ... of the 64-row head at columns hc (kind < 2) in boxes X (dims
+  // 0-63) and X + 8192 (dims 64-127), two rows per step.
+  template <int kRows = H3_PA_OFF_ROWS>
+  H3_DEVICE void head_rows(u32 X, int w, int row0, int hc) const {
+    const int lane = threadIdx.x % 32;
+    const bool rot = lane < 24;
+    const int dA = rot ? 2 * lane : 96 + 4 * (lane - 24);
+    const int dB = rot ? 2 * lane + 48 : 98 + 4 * (lane - 24);
+    const u32 offA = X + (dA / 64) * 8192 + (dA % 8) * 2, offB = X + (dB / 64) * 8192 + (dB % 8) * 2;
+    const int cA = (dA % 64) / 8, cB = (dB % 64) / 8;
+    const bf16_t* g = hc / kPaKindCols == 0 ? math.q_w : math.k_w;
+    const u32 gA = *reinterpret_cast<const u32*>(g + dA);
+    const u32 gB = *reinterpret_cast<const u32*>(g + dB);
+    for (int r0 = w - 1; r0 < 64; r0 += 3 * kRows) {
+      u32 aA[kRows], aB[kRows], wa[kRows], wb[kRows], cw[kRows], sw[kRows];
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const int r = r0 + 3 * i;  // (r < 64 + 3: the second row of the last step may be past
+                                   // the block; it is then skipped below)
+        const int p = math.position(row0 + r);
+        cw[i] = 0x3f803f80u;  // (1, 1): lanes 24-31 rotate by nothing (then selected away)
+        sw[i] = 0u;
+        if (rot && r < 64) {
+          const bf16_t* csr = math.cs + static_cast<i64>(p) * 96 + dA;
+          cw[i] = *reinterpret_cast<const u32*>(csr);
+          sw[i] = *reinterpret_cast<const u32*>(csr + 48);
+        }
+        aA[i] = offA + r * 128 + ((cA ^ (r & 7)) << 4);
+        aB[i] = offB + r * 128 + ((cB ^ (r & 7)) << 4);
+        wa[i] = r < 64 ? lds_u32(aA[i]) : 0u;
+        wb[i] = r < 64 ? lds_u32(aB[i]) : 0u;
+      }
+      float ss[kRows];
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const float a0 = __uint_as_float(wa[i] << 16), a1 = __uint_as_float(wa[i] & 0xffff0000u);
+        const float b0 = __uint_as_float(wb[i] << 16), b1 = __uint_as_float(wb[i] & 0xffff0000u);
+        ss[i] = __fmaf_rn(b1, b1, __fmaf_rn(b0, b0, __fmaf_rn(a1, a1, a0 * a0)));
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2)
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) ss[i] += __shfl_xor_sync(0xffffffffu, ss[i], o);
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const int r = r0 + 3 * i;
+        const float rstd = rsqrtf(ss[i] * (1.f / kPaHeadDim) + math.qk_eps);
+        float a[2] = {__uint_as_float(wa[i] << 16), __uint_as_float(wa[i] & 0xffff0000u)};
+        float b[2] = {__uint_as_float(wb[i] << 16), __uint_as_float(wb[i] & 0xffff0000u)};
+        a[0] = (a[0] * rstd) * __uint_as_float(gA << 16);
+        a[1] = (a[1] * rstd) * __uint_as_float(gA & 0xffff0000u);
+        b[0] = (b[0] * rstd) * __uint_as_float(gB << 16);
+        b[1] = (b[1] * rstd) * __uint_as_float(gB & 0xffff0000u);
+        round_bf16x2(a[0], a[1]);
+        round_bf16x2(b[0], b[1]);
+        const float c[2] = {__uint_as_float(cw[i] << 16), __uint_as_float(cw[i] & 0xffff0000u)};
+        const float sn[2] = {__uint_as_float(sw[i] << 16), __uint_as_float(sw[i] & 0xffff0000u)};
+        float lo[2], hi[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          lo[e] = __fmaf_rn(a[e], c[e], -(b[e] * sn[e]));
+          hi[e] = __fmaf_rn(b[e], c[e], a[e] * sn[e]);
+        }
+        const u32 oa = rot ? cvt_bf16x2(lo[0], lo[1]) : cvt_bf16x2(a[0], a[1]);
+        const u32 ob = rot ? cvt_bf16x2(hi[0], hi[1]) : cvt_bf16x2(b[0], b[1]);
+        if (r < 64) {
+          sts_u32(aA[i], oa);
+          sts_u32(aB[i], ob);
+        }
+      }
+    }
+  }
+
+  // warps w = 1..3 of the producer warpgroup
+  H3_DEVICE void spare(int w, int, u8* hook) const {
+    PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
+    const int M = math.M;
+    // this CTA's pairs (single CTAs, the engine's persistent order: pair blockIdx.x + k gridDim.x)
+    const int pairs = ((M + 127) / 128) * (3 * kPaKindCols / 384);
+    const int np = static_cast<int>(blockIdx.x) < pairs
+                       ? (pairs - 1 - static_cast<int>(blockIdx.x)) / static_cast<int>(gridDim.x) + 1
+                       : 0;
+    const bool issuer = w == 1 && threadIdx.x % 32 == 0;
+    for (int j = 0; j < 2 * np; ++j)
+#pragma unroll 1
+      for (int q = 0; q < 2; ++q) {
+        mbar_wait(&ar->full[q], j & 1);
+        const PaOffArea::Slot& sl = ar->slot[q];
+        const int col0 = sl.col0;
+        const bool first = (col0 / 192) % 2 == 0;
+        // first tile: head A (s); second: head C (s), then head B (v)
+        const int heads = first ? 1 : 2;
+        // the job's RoPE rows into L1 first (identity positions, the FP8 op's: 64 rows x 192
+        // bytes = 96 lines, one per math thread), so that the row loop's loads hit L1
+        if ((first ? col0 : col0 - 64) / kPaKindCols < 2) {
+          const i64 byte = static_cast<i64>(sl.row0) * 192 + 128 * (threadIdx.x - 32);
+          if (byte / 192 < math.cs_rows && byte / 192 < M)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(
+                reinterpret_cast<const u8*>(math.cs) + byte));
+        }
+        for (int hh = 0; hh < heads; ++hh) {
+          const int hc = first ? col0 : (hh == 0 ? col0 + 64 : col0 - 64);
+          if (hc / kPaKindCols < 2) head_rows(hh == 0 ? sl.s : sl.v, w, sl.row0, hc);
+        }
+        fence_proxy_async_smem();
+        named_barrier_sync(3, 96);
+        if (issuer) {
+          for (int hh = 0; hh < heads; ++hh) {
+            const int hc = first ? col0 : (hh == 0 ? col0 + 64 : col0 - 64);
+            const int kind = hc / kPaKindCols, head = (hc % kPaKindCols) / kPaHeadDim;
+            const u32 base = hh == 0 ? sl.s : sl.v;
+            const TmaDesc* dk = pick3(desc, kind);
+            tma_store_2d_smem(dk, base, head * kPaHeadDim, sl.row0);
+            tma_store_2d_smem(dk, base + 8192, head * kPaHeadDim + 64, sl.row0);
+          }
+          bulk_commit();
+          bulk_wait_read();
+          mbar_arrive(&ar->free_[q]);
+        }
+      }
+    if (issuer) bulk_wait_all();
+  }
+};
+
+}  // namespace h3
