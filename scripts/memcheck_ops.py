@@ -75,18 +75,22 @@ def mlp_fc1_single_launch(m: int, rng) -> None:
 
 def fp8_pre_attention_math_offload(m: int, rng) -> None:
     """The session-29 prototype (-DH3_PA_OFFLOAD: the FP8 op's two-launch pair kernel with the
-    Q/K math on the spare producer warps, bf16 out), as tests/test_pre_attention_gpu.py's
+    Q/K math on the spare producer warps; bf16 and e4m3 out), as tests/test_pre_attention_gpu.py's
     test_fp8_pre_attention_math_offload installs it."""
     from h3cupy.core import arch, jit
     from h3cupy.ops import gemm
 
     base = pre_attention.PRE_ATTENTION_FP8
-    name = "h3::pre_attention_fp8_n192_sm90<0>"
-    spec = jit.ModuleSpec(base.file, (name,), base.defines + ("H3_PA_OFFLOAD=1",))
-    cubin, lowered = jit.build(spec, arch.device_target(0))
-    kernel = cupy.RawModule(path=str(cubin)).get_function(lowered[name])
+    kernels = {}
+    for mode in (0, 1):
+        name = f"h3::pre_attention_fp8_n192_sm90<{mode}>"
+        spec = jit.ModuleSpec(base.file, (name,), base.defines + ("H3_PA_OFFLOAD=1",))
+        cubin, lowered = jit.build(spec, arch.device_target(0))
+        kernels[name] = cupy.RawModule(path=str(cubin)).get_function(lowered[name])
     real = jit.get_kernel
-    jit.get_kernel = lambda s, n, t=None: kernel if (s is base and n == name) else real(s, n, t)
+    jit.get_kernel = lambda s, n, t=None: (
+        kernels[n] if (s is base and n in kernels) else real(s, n, t)
+    )
     gemm.wgmma_smem_bytes = lambda *a, **k: 232448  # the hook area past the default layout
     pre_attention.FP8_FUSED_PROLOGUE = False
     pre_attention.FP8_PAIR_TAIL_SPLIT = False
@@ -94,13 +98,18 @@ def fp8_pre_attention_math_offload(m: int, rng) -> None:
     wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
     keys = inputs.QUANT_PRE_ATTENTION_KEYS
     dev = {k: cupy.asarray(host[k]) for k in keys}
-    pre_attention.minimax_h3_fp8_pre_attention(
-        *(dev[k] for k in keys[:5]),
-        cupy.asarray(wq),
-        cupy.asarray(wsc),
-        *(dev[k] for k in keys[5:]),
-        out_mode="bf16",
-    )
+    for out_mode, kw in (
+        ("bf16", {}),
+        ("e4m3", dict(q_descale=0.05, k_descale=0.05, v_descale=0.05)),
+    ):
+        pre_attention.minimax_h3_fp8_pre_attention(
+            *(dev[k] for k in keys[:5]),
+            cupy.asarray(wq),
+            cupy.asarray(wsc),
+            *(dev[k] for k in keys[5:]),
+            out_mode=out_mode,
+            **kw,
+        )
 
 
 def main() -> None:

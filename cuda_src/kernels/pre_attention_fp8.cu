@@ -90,14 +90,14 @@ H3_PA8_KERNEL(pre_attention_fp8_sm90, , 1, 2)
 #ifndef H3_PA_OFFLOAD
 H3_PA8_N192(pre_attention_fp8_n192_sm90, false)
 #else
-// The prototype (h3/pre_attention_off.cuh; scripts/probe_engine.py --ab paoff): in bf16 out mode
-// the per-head math runs on the producer warpgroup's spare warps.
+// The prototype (h3/pre_attention_off.cuh; scripts/probe_engine.py --ab paoff): in the bf16 and
+// e4m3 out modes the per-head math runs on the producer warpgroup's spare warps.
 template <int kOut>
 __global__ void __launch_bounds__(384, 1) pre_attention_fp8_n192_sm90(H3_PA8_PARAMS) {
   H3_PA8_EPI;
-  if constexpr (kOut == kPaOutBf16) {
+  if constexpr (kOut != kPaOutNvfp4) {
     const EpiPreAttnPairOff<kOut> off{epi};
-    const PaOffMath<kOut> pro{epi.math, {&desc_q, &desc_k, &desc_v}};
+    const PaOffMath<kOut> pro{epi.math, {&desc_q, &desc_k, &desc_v}, {epi.scalar[0], epi.scalar[1], epi.scalar[2]}};
     gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPairOff<kOut>, false, PaOffMath<kOut>, 2,
                    false, false>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, off, pro, 1,
                                  {tail_part, tail_count, tail_splits});

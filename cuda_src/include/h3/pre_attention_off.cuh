@@ -1,6 +1,6 @@
 // A prototype (-DH3_PA_OFFLOAD, scripts/probe_engine.py --ab paoff; never the ops' build): the
 // FP8 pre-attention's per-head Q/K math moved off the consumer warpgroups, onto the three spare
-// warps of the producer warpgroup (the two-launch n192 pair kernel, bf16 out mode only).
+// warps of the producer warpgroup (the two-launch n192 pair kernel, bf16 and e4m3 out modes).
 //
 // Why: the math is 7-8% of the FP8 op while the tensor cores wait (session 28, --ab panomath);
 // run by other warps it overlaps the next tile's mainloop.
@@ -41,6 +41,10 @@ struct PaOffArea {
   } slot[2];
 };
 
+H3_DEVICE void sts_u16(u32 a, u32 v) {
+  asm volatile("st.shared.u16 [%0], %1;" ::"r"(a), "h"(static_cast<u16>(v)) : "memory");
+}
+
 // tma_store_2d from a shared-memory address
 H3_DEVICE void tma_store_2d_smem(const TmaDesc* desc, u32 src, int x, int y) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
@@ -52,7 +56,7 @@ H3_DEVICE void tma_store_2d_smem(const TmaDesc* desc, u32 src, int x, int y) {
 template <int kOut>
 struct EpiPreAttnPairOff {
   EpiPreAttnQkv<kOut, WgYRowCol> one;  // its math's M and its scaling policy
-  static_assert(kOut == kPaOutBf16, "the prototype: bf16 out mode only");
+  static_assert(kOut == kPaOutBf16 || kOut == kPaOutE4m3, "bf16 and e4m3 out modes");
   static constexpr bool kPairN = true;
   static constexpr bool kHookSmem = true;
   static constexpr int kVecBytes = 16384;  // boxes v0, v1
@@ -102,6 +106,7 @@ template <int kOut>
 struct PaOffMath {
   PreAttnMath math;
   const TmaDesc* desc[3];
+  PaKindScalar scalar[3];  // e4m3: the kinds' descales
   static constexpr int kSmemBytes = sizeof(PaOffArea);
   static constexpr int kBarriers = 4;
   static_assert(sizeof(PaOffArea) % 16 == 0, "the hook area: a multiple of 16 bytes");
@@ -111,8 +116,11 @@ struct PaOffMath {
 
   // Rows r = w - 1, w + 2, ... of the 64-row head at columns hc (kind < 2) in boxes X (dims
   // 0-63) and X + 8192 (dims 64-127), two rows per step.
-  template <int kRows = H3_PA_OFF_ROWS>
-  H3_DEVICE void head_rows(u32 X, int w, int row0, int hc) const {
+  // kMath = false (V heads, e4m3 out mode only): the values go to their codes unchanged. kOut 1:
+  // each row's 128 codes overwrite the row's own 128 bytes of the first box (the e4m3 TMA box:
+  // 128-byte rows, 128B swizzle), after the warp has read the whole row (the warp sum orders it).
+  template <bool kMath = true, int kRows = H3_PA_OFF_ROWS>
+  H3_DEVICE void head_rows(u32 X, int w, int row0, int hc, float os) const {
     const int lane = threadIdx.x % 32;
     const bool rot = lane < 24;
     const int dA = rot ? 2 * lane : 96 + 4 * (lane - 24);
@@ -131,7 +139,7 @@ struct PaOffMath {
         const int p = math.position(row0 + r);
         cw[i] = 0x3f803f80u;  // (1, 1): lanes 24-31 rotate by nothing (then selected away)
         sw[i] = 0u;
-        if (rot && r < 64) {
+        if (kMath && rot && r < 64) {
           const bf16_t* csr = math.cs + static_cast<i64>(p) * 96 + dA;
           cw[i] = *reinterpret_cast<const u32*>(csr);
           sw[i] = *reinterpret_cast<const u32*>(csr + 48);
@@ -142,41 +150,60 @@ struct PaOffMath {
         wb[i] = r < 64 ? lds_u32(aB[i]) : 0u;
       }
       float ss[kRows];
+      if constexpr (kMath) {
 #pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const float a0 = __uint_as_float(wa[i] << 16), a1 = __uint_as_float(wa[i] & 0xffff0000u);
-        const float b0 = __uint_as_float(wb[i] << 16), b1 = __uint_as_float(wb[i] & 0xffff0000u);
-        ss[i] = __fmaf_rn(b1, b1, __fmaf_rn(b0, b0, __fmaf_rn(a1, a1, a0 * a0)));
+        for (int i = 0; i < kRows; ++i) {
+          const float a0 = __uint_as_float(wa[i] << 16), a1 = __uint_as_float(wa[i] & 0xffff0000u);
+          const float b0 = __uint_as_float(wb[i] << 16), b1 = __uint_as_float(wb[i] & 0xffff0000u);
+          ss[i] = __fmaf_rn(b1, b1, __fmaf_rn(b0, b0, __fmaf_rn(a1, a1, a0 * a0)));
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2)
+#pragma unroll
+          for (int i = 0; i < kRows; ++i) ss[i] += __shfl_xor_sync(0xffffffffu, ss[i], o);
+      } else {
+        __syncwarp();  // every lane's loads before any lane's codes overwrite the row
       }
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2)
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) ss[i] += __shfl_xor_sync(0xffffffffu, ss[i], o);
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
         const int r = r0 + 3 * i;
-        const float rstd = rsqrtf(ss[i] * (1.f / kPaHeadDim) + math.qk_eps);
+        // a / b: the final values of dims dA, dA + 1 / dB, dB + 1 (bf16-exact floats)
         float a[2] = {__uint_as_float(wa[i] << 16), __uint_as_float(wa[i] & 0xffff0000u)};
         float b[2] = {__uint_as_float(wb[i] << 16), __uint_as_float(wb[i] & 0xffff0000u)};
-        a[0] = (a[0] * rstd) * __uint_as_float(gA << 16);
-        a[1] = (a[1] * rstd) * __uint_as_float(gA & 0xffff0000u);
-        b[0] = (b[0] * rstd) * __uint_as_float(gB << 16);
-        b[1] = (b[1] * rstd) * __uint_as_float(gB & 0xffff0000u);
-        round_bf16x2(a[0], a[1]);
-        round_bf16x2(b[0], b[1]);
-        const float c[2] = {__uint_as_float(cw[i] << 16), __uint_as_float(cw[i] & 0xffff0000u)};
-        const float sn[2] = {__uint_as_float(sw[i] << 16), __uint_as_float(sw[i] & 0xffff0000u)};
-        float lo[2], hi[2];
+        if constexpr (kMath) {
+          const float rstd = rsqrtf(ss[i] * (1.f / kPaHeadDim) + math.qk_eps);
+          a[0] = (a[0] * rstd) * __uint_as_float(gA << 16);
+          a[1] = (a[1] * rstd) * __uint_as_float(gA & 0xffff0000u);
+          b[0] = (b[0] * rstd) * __uint_as_float(gB << 16);
+          b[1] = (b[1] * rstd) * __uint_as_float(gB & 0xffff0000u);
+          round_bf16x2(a[0], a[1]);
+          round_bf16x2(b[0], b[1]);
+          const float c[2] = {__uint_as_float(cw[i] << 16), __uint_as_float(cw[i] & 0xffff0000u)};
+          const float sn[2] = {__uint_as_float(sw[i] << 16), __uint_as_float(sw[i] & 0xffff0000u)};
+          float lo[2], hi[2];
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          lo[e] = __fmaf_rn(a[e], c[e], -(b[e] * sn[e]));
-          hi[e] = __fmaf_rn(b[e], c[e], a[e] * sn[e]);
+          for (int e = 0; e < 2; ++e) {
+            lo[e] = __fmaf_rn(a[e], c[e], -(b[e] * sn[e]));
+            hi[e] = __fmaf_rn(b[e], c[e], a[e] * sn[e]);
+          }
+          round_bf16x2(lo[0], lo[1]);
+          round_bf16x2(hi[0], hi[1]);
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {  // lanes 24-31 keep n (dims 96-127 pass through)
+            a[e] = rot ? lo[e] : a[e];
+            b[e] = rot ? hi[e] : b[e];
+          }
         }
-        const u32 oa = rot ? cvt_bf16x2(lo[0], lo[1]) : cvt_bf16x2(a[0], a[1]);
-        const u32 ob = rot ? cvt_bf16x2(hi[0], hi[1]) : cvt_bf16x2(b[0], b[1]);
         if (r < 64) {
-          sts_u32(aA[i], oa);
-          sts_u32(aB[i], ob);
+          if constexpr (kOut == kPaOutBf16) {
+            sts_u32(aA[i], cvt_bf16x2(a[0], a[1]));
+            sts_u32(aB[i], cvt_bf16x2(b[0], b[1]));
+          } else {
+            sts_u16(X + r * 128 + (((dA / 16) ^ (r & 7)) << 4) + dA % 16,
+                    e4m3x2(a[0] * os, a[1] * os));
+            sts_u16(X + r * 128 + (((dB / 16) ^ (r & 7)) << 4) + dB % 16,
+                    e4m3x2(b[0] * os, b[1] * os));
+          }
         }
       }
     }
@@ -211,7 +238,14 @@ struct PaOffMath {
         }
         for (int hh = 0; hh < heads; ++hh) {
           const int hc = first ? col0 : (hh == 0 ? col0 + 64 : col0 - 64);
-          if (hc / kPaKindCols < 2) head_rows(hh == 0 ? sl.s : sl.v, w, sl.row0, hc);
+          const int kind = hc / kPaKindCols;
+          // e4m3: the kind's os = RN(1 / descale), as the default's store_fragment_e4m3
+          const float os = kOut == kPaOutE4m3 ? __frcp_rn(pick3(scalar, kind).get()) : 0.f;
+          if (kind < 2) {
+            head_rows<true>(hh == 0 ? sl.s : sl.v, w, sl.row0, hc, os);
+          } else if constexpr (kOut == kPaOutE4m3) {
+            head_rows<false>(hh == 0 ? sl.s : sl.v, w, sl.row0, hc, os);  // V: codes only
+          }
         }
         fence_proxy_async_smem();
         named_barrier_sync(3, 96);
@@ -221,8 +255,12 @@ struct PaOffMath {
             const int kind = hc / kPaKindCols, head = (hc % kPaKindCols) / kPaHeadDim;
             const u32 base = hh == 0 ? sl.s : sl.v;
             const TmaDesc* dk = pick3(desc, kind);
-            tma_store_2d_smem(dk, base, head * kPaHeadDim, sl.row0);
-            tma_store_2d_smem(dk, base + 8192, head * kPaHeadDim + 64, sl.row0);
+            if constexpr (kOut == kPaOutBf16) {
+              tma_store_2d_smem(dk, base, head * kPaHeadDim, sl.row0);
+              tma_store_2d_smem(dk, base + 8192, head * kPaHeadDim + 64, sl.row0);
+            } else {  // the head's 128 codes per row, in the first box
+              tma_store_2d_smem(dk, base, head * kPaHeadDim, sl.row0);
+            }
           }
           bulk_commit();
           bulk_wait_read();
