@@ -248,15 +248,19 @@ def test_fp8_pre_attention(m, out_mode, rng):
     assert_passed(results)
 
 
+@pytest.mark.parametrize("fused", (False, True), ids=("two_launch", "single_launch"))
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3"))
 @pytest.mark.parametrize("m", (257, 385, 4097, 4824))
-def test_fp8_pre_attention_math_offload(m, out_mode, rng, monkeypatch):
+def test_fp8_pre_attention_math_offload(m, out_mode, fused, rng, monkeypatch):
     """The prototype of session 29 (-DH3_PA_OFFLOAD, h3/pre_attention_off.cuh; not the op's
-    build): the two-launch n192 pair kernel with the per-head Q/K math on the producer
-    warpgroup's spare warps, y handed over in shared memory. Same reference checks as the
-    default, in the prototype's out modes (bf16, e4m3: the codes of each row written over its
-    own first box row, V heads converted by the spare warps too); M = 257 / 385 leave one-row
-    tiles, 4097 a lone last pair, 4824 the production centre."""
+    build): the n192 pair kernels with the per-head Q/K math on the producer warpgroup's spare
+    warps, y handed over in shared memory; in the single launch the spare warps first write
+    their rows and the pairs that start before they are done run the inline epilogue (at
+    M = 4824 both forms occur in one launch; at 257 / 385 every row is a first-round row, so
+    every pair is offloaded). Same reference checks as the default, in the prototype's out
+    modes (bf16, e4m3: the codes of each row written over its own first-box row, V heads
+    converted by the spare warps too); M = 257 / 385 leave one-row tiles, 4097 a lone last
+    pair, 4824 the production centre."""
     import cupy
 
     from h3cupy.core import arch, jit
@@ -265,7 +269,7 @@ def test_fp8_pre_attention_math_offload(m, out_mode, rng, monkeypatch):
     _need_sm90()
     base = pre_attention.PRE_ATTENTION_FP8
     mode = {"bf16": 0, "e4m3": 1}[out_mode]
-    name = f"h3::pre_attention_fp8_n192_sm90<{mode}>"
+    name = f"h3::pre_attention_fp8_n192{'_fused' if fused else ''}_sm90<{mode}>"
     spec = jit.ModuleSpec(base.file, (name,), base.defines + ("H3_PA_OFFLOAD=1",))
     cubin, lowered = jit.build(spec, arch.device_target(0))
     kernel = cupy.RawModule(path=str(cubin)).get_function(lowered[name])
@@ -277,7 +281,7 @@ def test_fp8_pre_attention_math_offload(m, out_mode, rng, monkeypatch):
     monkeypatch.setattr(jit, "get_kernel", get_kernel)
     # the hook area (96 bytes) past the default's layout: the opt-in maximum
     monkeypatch.setattr(gemm, "wgmma_smem_bytes", lambda *a, **k: 232448)
-    monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", False)
+    monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", fused)
     monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", False)
     results = check_pre_attention_fp8(m, out_mode, rng)
     assert_passed(results)

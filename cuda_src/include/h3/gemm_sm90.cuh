@@ -331,6 +331,11 @@ H3_MEMBER_OR(ProducerSmem, kSmemBytes)
 // h3/pre_attention_off.cuh).
 H3_MEMBER_OR(ProducerBarriers, kBarriers)
 H3_MEMBER_OR(EpiHookSmem, kHookSmem)
+// Such an epilogue may also declare `static constexpr bool kFinish = true` and a member
+//   void finish(int wg, u8* hook) const
+// which every consumer thread calls once after its last unit (e.g. to tell the hooks' warps
+// that no more work will come).
+H3_MEMBER_OR(EpiFinish, kFinish)
 
 template <class A, class B>
 struct H3SameType {
@@ -1047,6 +1052,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         H3_EP_ADD(2, ep3 - ep2);
         H3_EP_ADD(4, 1);
       }
+      if constexpr (EpiFinish<Epi, false>::value) epi.finish(wg, hook_smem);
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
       H3_EP_STAMP(ep_end);
       H3_EP_ADD(5, ep_end - ep_start);

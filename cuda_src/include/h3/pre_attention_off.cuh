@@ -21,6 +21,7 @@
 // sum of squares runs in another order (SPEC section 8 allows it).
 #pragma once
 #include "h3/copy.cuh"
+#include "h3/norm_rows.cuh"
 #include "h3/pre_attention_wg.cuh"
 
 #ifndef H3_PA_OFF_ROWS
@@ -32,14 +33,31 @@ namespace h3 {
 // The hook area (ProducerSmem): the four barriers first (the engine initializes them, kBarriers),
 // then one job slot per consumer warpgroup (the engine zeroes them).
 struct PaOffArea {
-  u64 full[2];   // warpgroup w's boxes hold its job's y
+  u64 full[2];   // warpgroup w's boxes hold its job's y (or the end: col0 < 0)
   u64 free_[2];  // the math group is done with warpgroup w's boxes (stored and read)
   struct Slot {
     u32 s;  // the warpgroup's staging (boxes s0, s1), a shared-memory address
     u32 v;  // its vector area (boxes v0, v1)
-    int row0, col0, count, pad[3];
+    int row0, col0, count;
+    int mode;  // the single launch: this pair's form (1: offloaded; set at its first tile)
+    int pad[2];
   } slot[2];
+  // the single launch: 1 once the spare warps have written their rows and serve jobs; the
+  // math group's next warpgroup (its lead thread's pick)
+  int ready, pick, pad[2];
 };
+
+// mbarrier.test_wait.parity: whether the phase with parity `parity` has completed (no wait)
+H3_DEVICE bool mbar_test(u64* bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
 
 H3_DEVICE void sts_u16(u32 a, u32 v) {
   asm volatile("st.shared.u16 [%0], %1;" ::"r"(a), "h"(static_cast<u16>(v)) : "memory");
@@ -53,9 +71,9 @@ H3_DEVICE void tma_store_2d_smem(const TmaDesc* desc, u32 src, int x, int y) {
                : "memory");
 }
 
-template <int kOut>
+template <int kOut, bool kLive = false>  // kLive: the single launch's act_scale (WgYRowColT)
 struct EpiPreAttnPairOff {
-  EpiPreAttnQkv<kOut, WgYRowCol> one;  // its math's M and its scaling policy
+  EpiPreAttnQkv<kOut, WgYRowColT<kLive>> one;  // its math's M and its scaling policy
   static_assert(kOut == kPaOutBf16 || kOut == kPaOutE4m3, "bf16 and e4m3 out modes");
   static constexpr bool kPairN = true;
   static constexpr bool kHookSmem = true;
@@ -71,10 +89,13 @@ struct EpiPreAttnPairOff {
     PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
     PaOffArea::Slot& sl = ar->slot[wg - 1];
     const int tid = threadIdx.x % 128, lane = tid % 32, w = tid / 32;
-    typename WgYRowCol::Ops so;
+    typename WgYRowColT<kLive>::Ops so;
     one.scale.load(so, row0, one.math.M);
     one.scale.template apply_groups<0, 24>(d, col0, so);
-    if (tid == 0 && sl.count > 0) mbar_wait(&ar->free_[wg - 1], (sl.count - 1) & 1);
+    if (tid == 0) {
+      if (sl.count > 0) mbar_wait(&ar->free_[wg - 1], (sl.count - 1) & 1);
+      if constexpr (kLive) bulk_wait_read();  // the inline form's stores of earlier tiles
+    }
     named_barrier_sync(wg, 128);
     const bool first = (col0 / 192) % 2 == 0;
     const u32 s = smem_addr(staging), v = smem_addr(vec);
@@ -96,6 +117,59 @@ struct EpiPreAttnPairOff {
       sl.v = v;
       sl.row0 = row0;
       sl.col0 = col0;
+      sl.count = sl.count + 1;
+      mbar_arrive(&ar->full[wg - 1]);
+    }
+  }
+};
+
+// The single launch (pre_attention_fp8_n192_fused_sm90 under -DH3_PA_OFFLOAD): until the spare
+// warps have written their rows (ProNormRows) each pair runs the inline epilogue
+// (EpiPreAttnPair); from the first pair that starts after they are done (PaOffArea::ready), the
+// offload form. The form is chosen per pair at its first tile (head B's first half sits in the
+// stash or in box v0) by the warpgroup's lead thread and shared through a barrier; finish()
+// publishes the end (col0 = -1) so that the math group stops.
+template <int kOut>
+struct EpiPreAttnPairOffDyn {
+  EpiPreAttnPair<kOut, true> inl;
+  EpiPreAttnPairOff<kOut, true> off;
+  static constexpr bool kPairN = true;
+  static constexpr bool kHookSmem = true;
+  static constexpr bool kFinish = true;
+  static constexpr int kVecBytes = 16384;  // the stash, or boxes v0, v1
+
+  template <int kBN>
+  H3_DEVICE void prefetch_vec(int, int, u8*) const {}
+
+  template <int kAcc>
+  H3_DEVICE void operator()(float (&d)[kAcc], int row0, int col0, u8* staging, int wg, u8* vec,
+                            u8* hook) const {
+    PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
+    PaOffArea::Slot& sl = ar->slot[wg - 1];
+    const int tid = threadIdx.x % 128;
+    bool offload;
+    if ((col0 / 192) % 2 == 0) {
+      const bool ready = tid == 0 && *reinterpret_cast<volatile int*>(&ar->ready) != 0;
+      // (through a shuffle: warp-uniform to ptxas, as the engine's tail flag)
+      offload = __shfl_sync(0xffffffffu, named_barrier_or(wg, 128, ready), 0) != 0;
+      if (tid == 0) sl.mode = offload;
+    } else {
+      // written by the lead thread at the pair's first tile, before that epilogue's barriers
+      offload = __shfl_sync(0xffffffffu, sl.mode, 0) != 0;
+    }
+    if (offload) {
+      off(d, row0, col0, staging, wg, vec, hook);
+    } else {
+      inl(d, row0, col0, staging, wg, vec);
+    }
+  }
+
+  H3_DEVICE void finish(int wg, u8* hook) const {
+    PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
+    PaOffArea::Slot& sl = ar->slot[wg - 1];
+    if (threadIdx.x % 128 == 0) {
+      if (sl.count > 0) mbar_wait(&ar->free_[wg - 1], (sl.count - 1) & 1);
+      sl.col0 = -1;
       sl.count = sl.count + 1;
       mbar_arrive(&ar->full[wg - 1]);
     }
@@ -209,7 +283,54 @@ struct PaOffMath {
     }
   }
 
-  // warps w = 1..3 of the producer warpgroup
+  // Warpgroup q's published job (its full barrier has completed): the heads it completes, their
+  // TMA stores, then free[q] once the stores have read the boxes (issued by `issuer`).
+  H3_DEVICE void job(PaOffArea* ar, int q, int w, bool issuer) const {
+    const PaOffArea::Slot& sl = ar->slot[q];
+    const int col0 = sl.col0, M = math.M;
+    const bool first = (col0 / 192) % 2 == 0;
+    // first tile: head A (s); second: head C (s), then head B (v)
+    const int heads = first ? 1 : 2;
+    // the job's RoPE rows into L1 first (identity positions, the FP8 op's: 64 rows x 192
+    // bytes = 96 lines, one per math thread), so that the row loop's loads hit L1
+    if ((first ? col0 : col0 - 64) / kPaKindCols < 2) {
+      const i64 byte = static_cast<i64>(sl.row0) * 192 + 128 * (threadIdx.x - 32);
+      if (byte / 192 < math.cs_rows && byte / 192 < M)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const u8*>(math.cs) + byte));
+    }
+    for (int hh = 0; hh < heads; ++hh) {
+      const int hc = first ? col0 : (hh == 0 ? col0 + 64 : col0 - 64);
+      const int kind = hc / kPaKindCols;
+      // e4m3: the kind's os = RN(1 / descale), as the default's store_fragment_e4m3
+      const float os = kOut == kPaOutE4m3 ? __frcp_rn(pick3(scalar, kind).get()) : 0.f;
+      if (kind < 2) {
+        head_rows<true>(hh == 0 ? sl.s : sl.v, w, sl.row0, hc, os);
+      } else if constexpr (kOut == kPaOutE4m3) {
+        head_rows<false>(hh == 0 ? sl.s : sl.v, w, sl.row0, hc, os);  // V: codes only
+      }
+    }
+    fence_proxy_async_smem();
+    named_barrier_sync(3, 96);
+    if (issuer) {
+      for (int hh = 0; hh < heads; ++hh) {
+        const int hc = first ? col0 : (hh == 0 ? col0 + 64 : col0 - 64);
+        const int kind = hc / kPaKindCols, head = (hc % kPaKindCols) / kPaHeadDim;
+        const u32 base = hh == 0 ? sl.s : sl.v;
+        const TmaDesc* dk = pick3(desc, kind);
+        if constexpr (kOut == kPaOutBf16) {
+          tma_store_2d_smem(dk, base, head * kPaHeadDim, sl.row0);
+          tma_store_2d_smem(dk, base + 8192, head * kPaHeadDim + 64, sl.row0);
+        } else {  // the head's 128 codes per row, in the first box
+          tma_store_2d_smem(dk, base, head * kPaHeadDim, sl.row0);
+        }
+      }
+      bulk_commit();
+      bulk_wait_read();
+      mbar_arrive(&ar->free_[q]);
+    }
+  }
+
+  // warps w = 1..3 of the producer warpgroup (the two launches: every tile's job, in order)
   H3_DEVICE void spare(int w, int, u8* hook) const {
     PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
     const int M = math.M;
@@ -223,51 +344,71 @@ struct PaOffMath {
 #pragma unroll 1
       for (int q = 0; q < 2; ++q) {
         mbar_wait(&ar->full[q], j & 1);
-        const PaOffArea::Slot& sl = ar->slot[q];
-        const int col0 = sl.col0;
-        const bool first = (col0 / 192) % 2 == 0;
-        // first tile: head A (s); second: head C (s), then head B (v)
-        const int heads = first ? 1 : 2;
-        // the job's RoPE rows into L1 first (identity positions, the FP8 op's: 64 rows x 192
-        // bytes = 96 lines, one per math thread), so that the row loop's loads hit L1
-        if ((first ? col0 : col0 - 64) / kPaKindCols < 2) {
-          const i64 byte = static_cast<i64>(sl.row0) * 192 + 128 * (threadIdx.x - 32);
-          if (byte / 192 < math.cs_rows && byte / 192 < M)
-            asm volatile("prefetch.global.L1 [%0];" ::"l"(
-                reinterpret_cast<const u8*>(math.cs) + byte));
-        }
-        for (int hh = 0; hh < heads; ++hh) {
-          const int hc = first ? col0 : (hh == 0 ? col0 + 64 : col0 - 64);
-          const int kind = hc / kPaKindCols;
-          // e4m3: the kind's os = RN(1 / descale), as the default's store_fragment_e4m3
-          const float os = kOut == kPaOutE4m3 ? __frcp_rn(pick3(scalar, kind).get()) : 0.f;
-          if (kind < 2) {
-            head_rows<true>(hh == 0 ? sl.s : sl.v, w, sl.row0, hc, os);
-          } else if constexpr (kOut == kPaOutE4m3) {
-            head_rows<false>(hh == 0 ? sl.s : sl.v, w, sl.row0, hc, os);  // V: codes only
-          }
-        }
-        fence_proxy_async_smem();
-        named_barrier_sync(3, 96);
-        if (issuer) {
-          for (int hh = 0; hh < heads; ++hh) {
-            const int hc = first ? col0 : (hh == 0 ? col0 + 64 : col0 - 64);
-            const int kind = hc / kPaKindCols, head = (hc % kPaKindCols) / kPaHeadDim;
-            const u32 base = hh == 0 ? sl.s : sl.v;
-            const TmaDesc* dk = pick3(desc, kind);
-            if constexpr (kOut == kPaOutBf16) {
-              tma_store_2d_smem(dk, base, head * kPaHeadDim, sl.row0);
-              tma_store_2d_smem(dk, base + 8192, head * kPaHeadDim + 64, sl.row0);
-            } else {  // the head's 128 codes per row, in the first box
-              tma_store_2d_smem(dk, base, head * kPaHeadDim, sl.row0);
-            }
-          }
-          bulk_commit();
-          bulk_wait_read();
-          mbar_arrive(&ar->free_[q]);
-        }
+        job(ar, q, w, issuer);
       }
     if (issuer) bulk_wait_all();
+  }
+
+  // The single launch, after the rows: announce `ready`, then serve the two warpgroups' jobs
+  // as they come (their counts differ: each chooses the form per pair) until both have
+  // published the end. The lead thread picks the next warpgroup and shares it through the area.
+  H3_DEVICE void serve(int w, u8* hook) const {
+    PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
+    const bool issuer = w == 1 && threadIdx.x % 32 == 0;
+    named_barrier_sync(3, 96);  // every spare warp's rows are written
+    if (issuer) *reinterpret_cast<volatile int*>(&ar->ready) = 1;
+    int n0 = 0, n1 = 0;  // jobs taken per warpgroup (the full barriers' phases)
+    bool end0 = false, end1 = false;
+    while (!(end0 && end1)) {
+      if (issuer) {
+        int pick = -1;
+        while (pick < 0) {
+          if (!end0 && mbar_test(&ar->full[0], n0 & 1)) {
+            pick = 0;
+          } else if (!end1 && mbar_test(&ar->full[1], n1 & 1)) {
+            pick = 1;
+          } else {
+            __nanosleep(100);
+          }
+        }
+        *reinterpret_cast<volatile int*>(&ar->pick) = pick;
+      }
+      named_barrier_sync(3, 96);
+      const int q = *reinterpret_cast<volatile int*>(&ar->pick);
+      const bool end = *reinterpret_cast<volatile int*>(&ar->slot[q].col0) < 0;
+      if (q == 0) {
+        ++n0;
+        end0 = end0 || end;
+      } else {
+        ++n1;
+        end1 = end1 || end;
+      }
+      if (!end) {
+        job(ar, q, w, issuer);  // (its barrier also keeps the next pick behind every read)
+      } else {
+        named_barrier_sync(3, 96);
+      }
+    }
+    if (issuer) bulk_wait_all();
+  }
+};
+
+// The single launch's hooks: ProNormRows' rows (the consumer warps the first round's, the spare
+// warps the rest), then the spare warps serve the offloaded epilogues (PaOffMath::serve).
+template <int kOut>
+struct PaOffRowsMath {
+  ProNormRows<true> rows;
+  PaOffMath<kOut> m;
+  static constexpr int kSmemBytes = sizeof(PaOffArea);
+  static constexpr int kBarriers = 4;
+
+  H3_DEVICE void before_a(int m0) const { rows.before_a(m0); }
+  H3_DEVICE void consumers(int worker, int workers, int r0) const {
+    rows.consumers(worker, workers, r0);
+  }
+  H3_DEVICE void spare(int w, int r0, u8* hook) const {
+    rows.spare(w, r0, hook);
+    m.serve(w, hook);
   }
 };
 
