@@ -167,24 +167,42 @@ case "$MODE" in
     smi_stop
     ;;
   s29-b)  # session 29: the FP8 pre-attention's Q/K math on the spare producer warps
-          # (-DH3_PA_OFFLOAD prototype, two-launch pairs, bf16 out): its reference test at
-          # M = 4824 first (150 s: a hang costs that much), then the A/B against the two-launch
-          # default (the single launch and the plain GEMM as controls, sustained figures
-          # included), then the test at 257 / 385 / 4097 and the sanitizers (racecheck last:
-          # the slowest), so that a short device budget still brings the measurement back
+          # (-DH3_PA_OFFLOAD prototype, bf16 / e4m3 out): the two-launch form's reference test
+          # at M = 4824 first, then the single launch's (150 s each: a hang costs that much),
+          # then the A/B against the defaults (the plain GEMM as a control, sustained figures
+          # included; the single launch only if its smoke test passed), then the other tests
+          # and the sanitizers (racecheck last: the slowest), so that a short device budget
+          # still brings the measurement back
+    off="test_fp8_pre_attention_math_offload"
     if timeout 150 "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-      "test_fp8_pre_attention_math_offload and 4824" >> "$OUT/tests.log" 2>&1; then
-      echo "== offload smoke test passed" | tee -a "$OUT/tests.log"
+      "$off and 4824 and bf16 and two_launch" >> "$OUT/tests.log" 2>&1; then
+      echo "== offload smoke test (two launches) passed" | tee -a "$OUT/tests.log"
+      cases="fp8_pre_attention_two_launch fp8_gemm_qkv"
+      fused=0
+      if timeout 150 "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+        "$off and 4824 and bf16 and single_launch" >> "$OUT/tests.log" 2>&1; then
+        echo "== offload smoke test (single launch) passed" | tee -a "$OUT/tests.log"
+        cases="$cases fp8_pre_attention"
+        fused=1
+      else
+        echo "== offload smoke test (single launch) FAILED" | tee -a "$OUT/tests.log"
+        status=1
+      fi
       smi_start
       run 240 "$OUT/ab.log" python3 scripts/probe_engine.py --ab paoff --m 4824 38592 --reps 10 \
-        --energy --json "$OUT/ab_paoff.json"
+        --energy --cases $cases --json "$OUT/ab_paoff.json"
       smi_stop
-      run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-        "test_fp8_pre_attention_math_offload and not 4824"
-      for tool in memcheck synccheck racecheck; do
-        run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
-          --error-exitcode 3 python3 scripts/memcheck_ops.py --paoff
-      done
+      if [ $fused = 1 ]; then
+        run 240 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+          "$off and not (4824 and bf16)"
+        for tool in memcheck synccheck racecheck; do
+          run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
+            --error-exitcode 3 python3 scripts/memcheck_ops.py --paoff
+        done
+      else
+        run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+          "$off and two_launch and not (4824 and bf16)"
+      fi
     else
       echo "== the offload smoke test failed: see tests.log" | tee -a "$OUT/tests.log"
       tail -40 "$OUT/tests.log"

@@ -46,10 +46,11 @@ and its default with the tile order's first group 4 / 2 M-tile pairs instead of 
 (-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
 scripts/spare_rows_model.py puts the spare rows' smallest slack at ~190 / ~40 us). Another order
 puts other tiles in the tail split's last round, so "same bytes" may read False there.
-``paoff`` (session 29): the FP8 op's two launches (pairs, no tail split) with the per-head Q/K
-math on the producer warpgroup's spare warps (-DH3_PA_OFFLOAD, h3/pre_attention_off.cuh: the
-consumers hand y over in shared memory), the single launch and the plain FP8 QKV GEMM as
-controls that the define does not touch;
+``paoff`` (session 29): the FP8 op (bf16 out) with the per-head Q/K math on the producer
+warpgroup's spare warps (-DH3_PA_OFFLOAD, h3/pre_attention_off.cuh: the consumers hand y over in
+shared memory), in its two launches (pairs, no tail split) and its single launch (the spare
+warps write their rows first), the plain FP8 QKV GEMM as a control that the define does not
+touch (``--cases`` keeps some of them);
 ``--energy`` adds bench_graphs' sustained windows: clock cycles and energy per call.
 """
 
@@ -299,7 +300,7 @@ def main() -> None:
                 cases["fp8_pre_attention_two_launch"] = with_setting(
                     pre_attention, "FP8_PAIR_TAIL_SPLIT", False, two
                 )
-                cases["fp8_pre_attention"] = f["h3"]  # the single launch: untouched
+                cases["fp8_pre_attention"] = f["h3"]  # the single launch
                 cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)  # control: untouched
             elif args.ab in ("panomath", "pacs0"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
@@ -321,6 +322,8 @@ def main() -> None:
             else:
                 for s, (n, k) in shapes.items():
                     cases[f"fp8_gemm_{s}"] = fp8_gemm_form(m, n, k)
+            if args.cases:  # (--cases: these only)
+                cases = {k: v for k, v in cases.items() if k in args.cases}
             fns = {}
             for name, fn in cases.items():
                 fns[name] = fn
