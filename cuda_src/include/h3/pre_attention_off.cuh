@@ -93,7 +93,11 @@ struct EpiPreAttnPairOff {
     one.scale.load(so, row0, one.math.M);
     one.scale.template apply_groups<0, 24>(d, col0, so);
     if (tid == 0) {
+      H3_EP_STAMP(fw0);
       if (sl.count > 0) mbar_wait(&ar->free_[wg - 1], (sl.count - 1) & 1);
+      H3_EP_STAMP(fw1);
+      H3_EP_ADD(12, fw1 - fw0);  // (probe builds: the consumers' waits for their boxes)
+      H3_EP_ADD(13, 1);
       if constexpr (kLive) bulk_wait_read();  // the inline form's stores of earlier tiles
     }
     named_barrier_sync(wg, 128);
@@ -340,13 +344,35 @@ struct PaOffMath {
                        ? (pairs - 1 - static_cast<int>(blockIdx.x)) / static_cast<int>(gridDim.x) + 1
                        : 0;
     const bool issuer = w == 1 && threadIdx.x % 32 == 0;
+    [[maybe_unused]] u64 busy = 0, idle = 0;  // (probe builds)
     for (int j = 0; j < 2 * np; ++j)
 #pragma unroll 1
       for (int q = 0; q < 2; ++q) {
+        H3_EP_STAMP(t0);
         mbar_wait(&ar->full[q], j & 1);
+        H3_EP_STAMP(t1);
         job(ar, q, w, issuer);
+        H3_EP_STAMP(t2);
+        H3_EP_ACC(idle, t0, t1);
+        H3_EP_ACC(busy, t1, t2);
       }
     if (issuer) bulk_wait_all();
+    probe_add(issuer, busy, idle, 2 * np);
+  }
+
+  // Probe builds (-DH3_ENGINE_PROBE; the landing watcher's slots, unused with producer hooks):
+  // [9] the math group's time in jobs (its lead thread's: through the stores' reads), [10] its
+  // jobs, [11] its waits for the next job; the consumers add [12] their waits for free boxes and
+  // [13] those waits' count.
+  H3_DEVICE static void probe_add([[maybe_unused]] bool issuer, [[maybe_unused]] u64 busy,
+                                  [[maybe_unused]] u64 idle, [[maybe_unused]] int jobs) {
+#ifdef H3_ENGINE_PROBE
+    if (issuer) {
+      atomicAdd(&h3_engine_probe[9], static_cast<unsigned long long>(busy));
+      atomicAdd(&h3_engine_probe[10], static_cast<unsigned long long>(jobs));
+      atomicAdd(&h3_engine_probe[11], static_cast<unsigned long long>(idle));
+    }
+#endif
   }
 
   // The single launch, after the rows: announce `ready`, then serve the two warpgroups' jobs
@@ -359,7 +385,9 @@ struct PaOffMath {
     if (issuer) *reinterpret_cast<volatile int*>(&ar->ready) = 1;
     int n0 = 0, n1 = 0;  // jobs taken per warpgroup (the full barriers' phases)
     bool end0 = false, end1 = false;
+    [[maybe_unused]] u64 busy = 0, idle = 0;  // (probe builds)
     while (!(end0 && end1)) {
+      H3_EP_STAMP(t0);
       if (issuer) {
         int pick = -1;
         while (pick < 0) {
@@ -383,13 +411,18 @@ struct PaOffMath {
         ++n1;
         end1 = end1 || end;
       }
+      H3_EP_STAMP(t1);
       if (!end) {
         job(ar, q, w, issuer);  // (its barrier also keeps the next pick behind every read)
       } else {
         named_barrier_sync(3, 96);
       }
+      H3_EP_STAMP(t2);
+      H3_EP_ACC(idle, t0, t1);
+      H3_EP_ACC(busy, t1, t2);
     }
     if (issuer) bulk_wait_all();
+    probe_add(issuer, busy, idle, n0 + n1 - 2);
   }
 };
 
