@@ -60,6 +60,14 @@ rope_operand_abs() {  # session 27: what the RoPE operands' load latency costs t
       --json "$OUT/ab_$ab.json"
   done
 }
+offload_sanitizers() {  # session 29: the offload prototype (memcheck_ops.py --paoff: both forms,
+                        # bf16 and e4m3) under memcheck, synccheck and racecheck (the slowest);
+                        # s29-b, s30-a
+  for tool in memcheck synccheck racecheck; do
+    run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
+      --error-exitcode 3 python3 scripts/memcheck_ops.py --paoff
+  done
+}
 engine_ops_tests() {  # sessions 20-21: after an engine change, its own tests (tail splits,
                       # variants, 192-row tiles) and the FP8 out_proj's and MLP's
   run 130 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k \
@@ -179,10 +187,7 @@ case "$MODE" in
     done
     run 240 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
       "test_fp8_pre_attention_math_offload and not (4824 and bf16)"
-    for tool in memcheck synccheck racecheck; do
-      run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
-        --error-exitcode 3 python3 scripts/memcheck_ops.py --paoff
-    done
+    offload_sanitizers
     ;;
   s29-c)  # s29-b cut to ~280 s of device time: the two-launch form's smoke test, its A/B
           # (graph medians only), then the single launch's smoke test and its A/B at 4824
@@ -236,10 +241,7 @@ case "$MODE" in
       if [ $fused = 1 ]; then
         run 240 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
           "$off and not (4824 and bf16)"
-        for tool in memcheck synccheck racecheck; do
-          run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
-            --error-exitcode 3 python3 scripts/memcheck_ops.py --paoff
-        done
+        offload_sanitizers
       else
         run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
           "$off and two_launch and not (4824 and bf16)"
