@@ -338,6 +338,7 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
             act_q=aq_ws,
             act_scale=as_ws,
         )
+        fns["h3"].outs = outs  # (scripts/probe_engine.py's A/Bs compare these bytes)
         if other_tile:  # the other tile forms (pre_attention.FP8_TILE), as h3_tile_{form}
             for tile in pre_attention.FP8_TILES:
                 if tile != pre_attention.FP8_TILE:

@@ -174,11 +174,15 @@ case "$MODE" in
       --json "$OUT/bench_pre_attention.json"
     smi_stop
     ;;
-  s30-a)  # session 29's offload prototype measured 16-44% slower (s29-c): where the math
-          # group's time goes. Its probe counters in both forms (time per job, its waits, the
-          # consumers' waits for free boxes), then the RoPE operands from L1 (paoffcs0) and one
-          # row per step (paoffr1) against the default; then the prototype's other tests and
-          # the sanitizers (racecheck last)
+  s30-a)  # first the packed-word epilogues (papacked: both pre-attention ops, the same bytes
+          # expected; ~2.4% / ~6.6% fewer static instructions in the FP8 / BF16 single-launch
+          # kernels), then session 29's offload prototype, measured 16-44% slower (s29-c): where
+          # the math group's time goes. Its probe counters in both forms (time per job, its
+          # waits, the consumers' waits for free boxes), then the RoPE operands from L1
+          # (paoffcs0) and one row per step (paoffr1) against the default; then the prototype's
+          # other tests and the sanitizers (racecheck last)
+    run 200 "$OUT/ab.log" python3 scripts/probe_engine.py --ab papacked --m 4824 38592 --reps 10 \
+      --energy --json "$OUT/ab_papacked.json"
     run 200 "$OUT/probe.log" python3 scripts/probe_engine.py --probe-on paoff --m 4824 38592 \
       --reps 5 --json "$OUT/probe_paoff.json"
     for ab in paoffcs0 paoffr1; do

@@ -52,6 +52,9 @@ shared memory), in its two launches (pairs, no tail split) and its single launch
 warps write their rows first), the plain FP8 QKV GEMM as a control that the define does not
 touch (``--cases`` keeps some of them); ``paoffcs0``: the same with every row's RoPE operands
 from cache row 0 (-DH3_PA_CS0, L1 hits, wrong outputs): what their latency costs the spare warps;
+``papacked`` (session 29): both pre-attention ops with the math handing the bf16 stores packed
+words (-DH3_PA_PACKED: no unpack after the last rounding, no second conversion in the store;
+the same bytes expected, compared for both ops), the plain QKV GEMMs as controls;
 ``paoffr1``: one row per step of a math warp instead of two (-DH3_PA_OFF_ROWS=1);
 ``--probe-on paoff``: the probe counters of the two offload forms, with the math group's (its
 time per job and waits, the consumers' waits for free boxes);
@@ -87,6 +90,7 @@ AB = {
     "paoff": (("H3_PA_OFFLOAD=1",), False),
     "paoffcs0": (("H3_PA_OFFLOAD=1", "H3_PA_CS0=1"), False),
     "paoffr1": (("H3_PA_OFFLOAD=1", "H3_PA_OFF_ROWS=1"), False),
+    "papacked": (("H3_PA_PACKED=1",), False),
 }
 
 
@@ -309,6 +313,13 @@ def main() -> None:
                 )
                 cases["fp8_pre_attention"] = f["h3"]  # the single launch
                 cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)  # control: untouched
+            elif args.ab == "papacked":  # both ops' epilogues (the same bytes expected)
+                cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
+                cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
+                f, *_ = forms("pre_attention", m)
+                cases["fp8_pre_attention"] = f["h3"]
+                cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
+                cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)  # control: untouched
             elif args.ab in ("panomath", "pacs0"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 f, *_ = forms("pre_attention", m)  # the FP8 op's default (session 27)
@@ -345,12 +356,17 @@ def main() -> None:
                     if key in t[f]
                 }
                 same = None
-                if hasattr(fn, "out"):  # the same bytes from both builds
+                outs = getattr(fn, "outs", None) or ([fn.out] if hasattr(fn, "out") else None)
+                if outs:  # the same bytes from both builds
                     fn(0)
-                    ref = fn.out.clone()
-                    fn.out.fill_(float("nan"))
+                    refs = [o.clone() for o in outs]
+                    for o in outs:
+                        o.fill_(float("nan"))
                     probed(fn)(0)
-                    same = bool(torch.equal(ref.view(torch.int16), fn.out.view(torch.int16)))
+                    same = all(
+                        torch.equal(r.view(torch.int16), o.view(torch.int16))
+                        for r, o in zip(refs, outs, strict=True)
+                    )
                 rows.append(
                     {
                         "ab": args.ab,

@@ -84,12 +84,12 @@ struct EpiPreAttnBf16 {
       auto store = [&](int hd, int box, const u8* src) {
         store_box(kind, head0 + hd, box, row0, src);
       };
-      math.template apply<false, 2, 0>(d, col0, o, p);
-      store_fragment_bf16<kAcc, decltype(store), kStagingBoxes, true, 0, 1>(d, staging, wg,
-                                                                            store);
-      math.template apply<false, 2, 1>(d, col0, o, p);
-      store_fragment_bf16<kAcc, decltype(store), kStagingBoxes, true, 1, 2>(d, staging, wg,
-                                                                            store);
+      math.template apply<false, 2, 0, kPaPack>(d, col0, o, p);
+      store_fragment_bf16<kAcc, decltype(store), kStagingBoxes, true, 0, 1, kPaPack>(
+          d, staging, wg, store);
+      math.template apply<false, 2, 1, kPaPack>(d, col0, o, p);
+      store_fragment_bf16<kAcc, decltype(store), kStagingBoxes, true, 1, 2, kPaPack>(
+          d, staging, wg, store);
       return;
     }
     // Each row's RoPE operands are loaded at the start of its math (kLoad = 2). Loading the
@@ -101,15 +101,17 @@ struct EpiPreAttnBf16 {
     (void)o;
     (void)p;
 #elif !defined(H3_T_CARRIED)
-    math.template apply<false, 2>(d, col0, o, p);
+    math.template apply<false, 2, -1, kPaPack>(d, col0, o, p);
 #else
     math.load_half(o, p, col0, 0);
-    math.template apply<false, 1>(d, col0, o, p);
+    math.template apply<false, 1, -1, kPaPack>(d, col0, o, p);
 #endif
     const int kind = col0 / kPaKindCols, head0 = (col0 % kPaKindCols) / kPaHeadDim;
-    store_fragment_bf16(d, staging, wg, [&](int hd, int box, const u8* src) {
+    auto store = [&](int hd, int box, const u8* src) {
       store_box(kind, head0 + hd, box, row0, src);
-    });
+    };
+    store_fragment_bf16<kAcc, decltype(store), kStagingBoxes, true, 0, -1, kPaPack>(d, staging,
+                                                                                    wg, store);
   }
 };
 

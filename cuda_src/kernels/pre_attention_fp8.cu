@@ -97,7 +97,8 @@ __global__ void __launch_bounds__(384, 1) pre_attention_fp8_n192_sm90(H3_PA8_PAR
   H3_PA8_EPI;
   if constexpr (kOut != kPaOutNvfp4) {
     const EpiPreAttnPairOff<kOut> off{epi};
-    const PaOffMath<kOut> pro{epi.math, {&desc_q, &desc_k, &desc_v}, {epi.scalar[0], epi.scalar[1], epi.scalar[2]}};
+    const PaOffMath<kOut> pro{epi.math, {&desc_q, &desc_k, &desc_v},
+                              {epi.scalar[0], epi.scalar[1], epi.scalar[2]}};
     gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPairOff<kOut>, false, PaOffMath<kOut>, 2,
                    false, false>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, off, pro, 1,
                                  {tail_part, tail_count, tail_splits});

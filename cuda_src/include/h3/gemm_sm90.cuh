@@ -1077,7 +1077,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 // caller knows no pending store reads). Passes [kP0, kP1) only (kP1 < 0: to the last), so that a
 // caller can run other work between passes (a pass's wait then reads as the earlier pass's).
 template <int kBoxCols, int kAcc, class StoreBox, int kBoxes = kStagingBoxes,
-          bool kWaitRead = true, int kP0 = 0, int kP1 = -1>
+          bool kWaitRead = true, int kP0 = 0, int kP1 = -1, bool kPacked = false>
 H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, int bar_id,
                                          const StoreBox& store) {
   static_assert(kBoxCols == 64 || kBoxCols == 32, "64- or 32-column boxes");
@@ -1106,7 +1106,10 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
         const u32 addr = base + (jj / kBoxGroups) * kBoxBytes + r * kRowBytes +
                          (((jj % kBoxGroups) ^ (kBoxCols == 64 ? lane / 4 : (lane / 8) % 4)) * 16) +
                          4 * (lane % 4);
-        const u32 v = pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]), f32_to_bf16(d[4 * j + 2 * h + 1]));
+        // (kPacked: the pair already packed in its first float, PreAttnMath::apply's kPack)
+        const u32 v = kPacked ? __float_as_uint(d[4 * j + 2 * h])
+                              : pack_bf16x2(f32_to_bf16(d[4 * j + 2 * h]),
+                                            f32_to_bf16(d[4 * j + 2 * h + 1]));
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
       }
     }
@@ -1124,11 +1127,11 @@ H3_DEVICE void store_fragment_bf16_boxes(const float (&d)[kAcc], u8* staging, in
 // 64-column boxes (the tensor map: 64 x 64 boxes, 128B swizzle); store(pass, box, src), box 0 ..
 // kBoxes - 1 (passes of 64 kBoxes columns).
 template <int kAcc, class StoreBox, int kBoxes = kStagingBoxes, bool kWaitRead = true,
-          int kP0 = 0, int kP1 = -1>
+          int kP0 = 0, int kP1 = -1, bool kPacked = false>
 H3_DEVICE void store_fragment_bf16(const float (&d)[kAcc], u8* staging, int bar_id,
                                    const StoreBox& store) {
-  store_fragment_bf16_boxes<64, kAcc, StoreBox, kBoxes, kWaitRead, kP0, kP1>(d, staging, bar_id,
-                                                                           store);
+  store_fragment_bf16_boxes<64, kAcc, StoreBox, kBoxes, kWaitRead, kP0, kP1, kPacked>(
+      d, staging, bar_id, store);
 }
 
 // 32-column boxes for fragments whose width is a whole number of 32 but not of 64 columns (a

@@ -12,6 +12,14 @@ namespace h3 {
 
 constexpr int kPaHeads = 56, kPaHeadDim = 128, kPaKindCols = kPaHeads * kPaHeadDim;  // 7168
 
+// -DH3_PA_PACKED (an A/B build, scripts/probe_engine.py --ab papacked; the same bytes): the
+// wgmma epilogues' math hands the bf16 stores packed words (PreAttnMath::apply's kPack).
+#if defined(H3_PA_PACKED) && !defined(H3_PA_NOMATH)
+constexpr bool kPaPack = true;
+#else
+constexpr bool kPaPack = false;
+#endif
+
 // One output kind's scalar (e4m3 descale or NVFP4 global scale): a one-element device array read
 // here (no host sync), or a host value.
 struct PaKindScalar {
@@ -92,13 +100,26 @@ struct PreAttnMath {
   // of the 256-column kernel, session 20). kHead >= 0: only that head of the fragment (nothing
   // when the fragment has fewer heads), so that a caller can store one head while the next one's
   // math runs; with kLoad = 2 each call loads its rows' operands again (L1 hits).
-  template <bool kRounded, int kLoad, int kHead = -1, int kAcc>
+  // kPack (-DH3_PA_PACKED, kPaPack): each pair's final values leave as one packed bf16 word in
+  // the pair's first float (its bits; the second is dead), for a store that reads them so
+  // (store_fragment_bf16's kPacked): the last rounding is then the store's conversion, without
+  // the unpack and the store's second conversion. V heads are packed too.
+  template <bool kRounded, int kLoad, int kHead = -1, bool kPack = false, int kAcc>
   H3_DEVICE void apply(float (&d)[kAcc], int col0, PaOperands& o, const int (&p)[2]) const {
     constexpr int kHeads = kAcc / 64;  // 128-column heads in the tile
     static_assert(kHead < 0 || kLoad != 1, "one head at a time: kLoad 0 or 2");
     if constexpr (kHead >= kHeads) return;
     const int kind = col0 / kPaKindCols, q4 = threadIdx.x % 4;
-    if (kind >= 2) return;
+    if (kind >= 2) {
+      if constexpr (kPack) {  // V = bf16(y)
+#pragma unroll
+        for (int hd = kHead < 0 ? 0 : kHead; hd < (kHead < 0 ? kHeads : kHead + 1); ++hd)
+#pragma unroll
+          for (int i = 64 * hd; i < 64 * hd + 64; i += 2)
+            d[i] = __uint_as_float(cvt_bf16x2(d[i], d[i + 1]));
+      }
+      return;
+    }
     const bf16_t* g = kind == 0 ? q_w : k_w;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -121,7 +142,11 @@ struct PreAttnMath {
           const u32 gw = *reinterpret_cast<const u32*>(g + 8 * jj + 2 * q4);
           at(jj, 0) = (at(jj, 0) * rstd) * __uint_as_float(gw << 16);
           at(jj, 1) = (at(jj, 1) * rstd) * __uint_as_float(gw & 0xffff0000u);
-          round_bf16x2(at(jj, 0), at(jj, 1));
+          if (kPack && jj >= 12) {  // dims 96-127: n is the output
+            at(jj, 0) = __uint_as_float(cvt_bf16x2(at(jj, 0), at(jj, 1)));
+          } else {
+            round_bf16x2(at(jj, 0), at(jj, 1));
+          }
         }
 #pragma unroll
         for (int jj = 0; jj < 6; ++jj) {
@@ -134,6 +159,11 @@ struct PreAttnMath {
             const float a = at(jj, e), b = at(jj + 6, e);
             lo[e] = __fmaf_rn(a, c[e], -(b * s[e]));
             hi[e] = __fmaf_rn(b, c[e], a * s[e]);
+          }
+          if constexpr (kPack) {
+            at(jj, 0) = __uint_as_float(cvt_bf16x2(lo[0], lo[1]));
+            at(jj + 6, 0) = __uint_as_float(cvt_bf16x2(hi[0], hi[1]));
+            continue;
           }
           round_bf16x2(lo[0], lo[1]);
           round_bf16x2(hi[0], hi[1]);

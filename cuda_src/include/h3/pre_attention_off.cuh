@@ -1,9 +1,12 @@
 // A prototype (-DH3_PA_OFFLOAD, scripts/probe_engine.py --ab paoff; never the ops' build): the
 // FP8 pre-attention's per-head Q/K math moved off the consumer warpgroups, onto the three spare
-// warps of the producer warpgroup (the two-launch n192 pair kernel, bf16 and e4m3 out modes).
+// warps of the producer warpgroup (the n192 pair kernels, two launches and the single launch;
+// bf16 and e4m3 out modes).
 //
 // Why: the math is 7-8% of the FP8 op while the tensor cores wait (session 28, --ab panomath);
-// run by other warps it overlaps the next tile's mainloop.
+// run by other warps it should overlap the next tile's mainloop. Measured (session 29, H100):
+// correct, but 16-44% slower than the default; the spare warps do not keep up (benchmarks/
+// NOTES.md, session 29, and gpu_round.sh s30-a, which looks for why).
 // * Consumers (EpiPreAttnPairOff): y = bf16((acc * act_scale) * w_scale), written as bf16 into
 //   four 64 x 64 boxes per warpgroup (128B swizzle, the TMA store layout): the staging buffer's
 //   two (s0, s1) and the vector area's two (v0, v1). First tile of a pair: head A -> s0 s1,
@@ -105,7 +108,8 @@ struct EpiPreAttnPairOff {
     const u32 s = smem_addr(staging), v = smem_addr(vec);
 #pragma unroll
     for (int b = 0; b < 3; ++b) {
-      const u32 base = first ? (b == 2 ? v : s + 8192 * b) : (b == 0 ? v + 8192 : s + 8192 * (b - 1));
+      const u32 base =
+          first ? (b == 2 ? v : s + 8192 * b) : (b == 0 ? v + 8192 : s + 8192 * (b - 1));
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -203,7 +207,8 @@ struct PaOffMath {
     const bool rot = lane < 24;
     const int dA = rot ? 2 * lane : 96 + 4 * (lane - 24);
     const int dB = rot ? 2 * lane + 48 : 98 + 4 * (lane - 24);
-    const u32 offA = X + (dA / 64) * 8192 + (dA % 8) * 2, offB = X + (dB / 64) * 8192 + (dB % 8) * 2;
+    const u32 offA = X + (dA / 64) * 8192 + (dA % 8) * 2;
+    const u32 offB = X + (dB / 64) * 8192 + (dB % 8) * 2;
     const int cA = (dA % 64) / 8, cB = (dB % 64) / 8;
     const bf16_t* g = hc / kPaKindCols == 0 ? math.q_w : math.k_w;
     const u32 gA = *reinterpret_cast<const u32*>(g + dA);
@@ -340,9 +345,8 @@ struct PaOffMath {
     const int M = math.M;
     // this CTA's pairs (single CTAs, the engine's persistent order: pair blockIdx.x + k gridDim.x)
     const int pairs = ((M + 127) / 128) * (3 * kPaKindCols / 384);
-    const int np = static_cast<int>(blockIdx.x) < pairs
-                       ? (pairs - 1 - static_cast<int>(blockIdx.x)) / static_cast<int>(gridDim.x) + 1
-                       : 0;
+    const int b = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
+    const int np = b < pairs ? (pairs - 1 - b) / g + 1 : 0;
     const bool issuer = w == 1 && threadIdx.x % 32 == 0;
     [[maybe_unused]] u64 busy = 0, idle = 0;  // (probe builds)
     for (int j = 0; j < 2 * np; ++j)

@@ -184,7 +184,7 @@ struct EpiPreAttnQkv {
     // -DH3_PA_NOMATH (timing only, scripts/probe_engine.py --ab panomath): no RMSNorm / RoPE,
     // wrong outputs; what the math costs the tile
 #ifndef H3_PA_NOMATH
-    math.template apply<true, 1>(d, col0, po, p);
+    math.template apply<true, 1, -1, kOut == kPaOutBf16 && kPaPack>(d, col0, po, p);
 #else
     (void)po;
     (void)p;
@@ -194,8 +194,8 @@ struct EpiPreAttnQkv {
       auto box_store = [&](int, int box, const u8* src) {
         tma_store_2d(dk, src, head * kPaHeadDim + 64 * box, row0);
       };
-      store_fragment_bf16<64, decltype(box_store), kStagingBoxes, kWaitRead>(d, staging, wg,
-                                                                            box_store);
+      store_fragment_bf16<64, decltype(box_store), kStagingBoxes, kWaitRead, 0, -1, kPaPack>(
+          d, staging, wg, box_store);
     } else if constexpr (kOut == kPaOutE4m3) {
       store_fragment_e4m3<kWaitRead>(d, __frcp_rn(sv), staging, wg, [&](const u8* src) {
         tma_store_2d(dk, src, head * 128, row0);
