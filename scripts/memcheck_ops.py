@@ -12,9 +12,8 @@ the MLP (three launches, y quantized inside FC2's launch), at M = 3000 (24 row t
 out_proj's first round reads rows 0..1023). ``--fp8``: the FP8 pre-attention's single launch
 only (pre_attention.FP8_FUSED_PROLOGUE). ``--paoff``: the session-29 prototype with the FP8
 op's Q/K math on the spare warps, both forms (M = 2000: the single launch's spare warps write
-rows 1024.. first; also under racecheck). ``--mlp``: the MLP with
-FC1's single launch (mlp.FC1_FUSED_PROLOGUE) and without it. See memcheck_gemm.py for
---report-api-errors.
+rows 1024.. first; also under racecheck). ``--mlp``: the MLP with FC1's single launch
+(mlp.FC1_FUSED_PROLOGUE) and without it. See memcheck_gemm.py for --report-api-errors.
 """
 
 from __future__ import annotations

@@ -257,10 +257,10 @@ def test_fp8_pre_attention_math_offload(m, out_mode, fused, rng, monkeypatch):
     warps, y handed over in shared memory; in the single launch the spare warps first write
     their rows and the pairs that start before they are done run the inline epilogue (at
     M = 4824 both forms occur in one launch; at 257 / 385 every row is a first-round row, so
-    every pair is offloaded). Same reference checks as the default, in the prototype's out
-    modes (bf16, e4m3: the codes of each row written over its own first-box row, V heads
-    converted by the spare warps too); M = 257 / 385 leave one-row tiles, 4097 a lone last
-    pair, 4824 the production centre."""
+    the spare warps have none to write and serve from the first epilogue on). Same reference
+    checks as the default, in the prototype's out modes (bf16, e4m3: the codes of each row
+    written over its own first-box row, V heads converted by the spare warps too); M = 257 /
+    385 leave one-row tiles, 4097 a lone last pair, 4824 the production centre."""
     import cupy
 
     from h3cupy.core import arch, jit
@@ -279,7 +279,7 @@ def test_fp8_pre_attention_math_offload(m, out_mode, fused, rng, monkeypatch):
         return kernel if (s is base and n == name) else real(s, n, t)
 
     monkeypatch.setattr(jit, "get_kernel", get_kernel)
-    # the hook area (96 bytes) past the default's layout: the opt-in maximum
+    # the hook area (112 bytes, PaOffArea) past the default's layout: the opt-in maximum
     monkeypatch.setattr(gemm, "wgmma_smem_bytes", lambda *a, **k: 232448)
     monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", fused)
     monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", False)
