@@ -50,7 +50,8 @@ puts other tiles in the tail split's last round, so "same bytes" may read False 
 warpgroup's spare warps (-DH3_PA_OFFLOAD, h3/pre_attention_off.cuh: the consumers hand y over in
 shared memory), in its two launches (pairs, no tail split) and its single launch (the spare
 warps write their rows first), the plain FP8 QKV GEMM as a control that the define does not
-touch (``--cases`` keeps some of them); ``paoffcs0``: the same with every row's RoPE operands
+touch (``--cases`` keeps some of them; "same bytes" may read False for the single launch: the
+spare warps sum the squares in another order); ``paoffcs0``: the same with every row's RoPE operands
 from cache row 0 (-DH3_PA_CS0, L1 hits, wrong outputs): what their latency costs the spare warps;
 ``papacked`` (session 29): both pre-attention ops with the math handing the bf16 stores packed
 words (-DH3_PA_PACKED: no unpack after the last rounding, no second conversion in the store;
