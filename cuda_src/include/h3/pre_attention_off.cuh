@@ -13,7 +13,7 @@
 //   head B's first 64 columns -> v0. Second tile: head B's last 64 -> v1, head C -> s0 s1. Then
 //   the warpgroup's leader publishes the job (row0, col0) and arrives on full[wg]; before
 //   writing, it waits on free[wg] for the previous job.
-// * Math group (PaOffMath::spare, warps 1-3 of the producer warpgroup, 40 registers): per job,
+// * Math group (PaOffMath::serve, warps 1-3 of the producer warpgroup, 40 registers): per job,
 //   the heads it completes (first tile: A; second: C, then B) row by row, one row-head per warp
 //   at a time: lane l < 24 holds dims 2l, 2l + 1 and their RoPE partners 2l + 48, 2l + 49; lanes
 //   24-31 hold dims 96-127 four each (no rotation); a warp sum gives the row's sum of squares.
@@ -49,30 +49,6 @@ struct PaOffArea {
   // math group's next warpgroup (its lead thread's pick)
   int ready, pick, pad[2];
 };
-
-// mbarrier.test_wait.parity: whether the phase with parity `parity` has completed (no wait)
-H3_DEVICE bool mbar_test(u64* bar, u32 parity) {
-  u32 done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      " selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
-H3_DEVICE void sts_u16(u32 a, u32 v) {
-  asm volatile("st.shared.u16 [%0], %1;" ::"r"(a), "h"(static_cast<u16>(v)) : "memory");
-}
-
-// tma_store_2d from a shared-memory address
-H3_DEVICE void tma_store_2d_smem(const TmaDesc* desc, u32 src, int x, int y) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
-                   reinterpret_cast<u64>(desc)),
-               "r"(x), "r"(y), "r"(src)
-               : "memory");
-}
 
 template <int kOut, bool kLive = false>  // kLive: the single launch's act_scale (WgYRowColT)
 struct EpiPreAttnPairOff {
@@ -129,6 +105,20 @@ struct EpiPreAttnPairOff {
       mbar_arrive(&ar->full[wg - 1]);
     }
   }
+
+  // After the warpgroup's last unit: the end marker (col0 = -1) for the math group, once it is
+  // done with the last job (the slot is then free).
+  static constexpr bool kFinish = true;
+  H3_DEVICE void finish(int wg, u8* hook) const {
+    PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
+    PaOffArea::Slot& sl = ar->slot[wg - 1];
+    if (threadIdx.x % 128 == 0) {
+      if (sl.count > 0) mbar_wait(&ar->free_[wg - 1], (sl.count - 1) & 1);
+      sl.col0 = -1;
+      sl.count = sl.count + 1;
+      mbar_arrive(&ar->full[wg - 1]);
+    }
+  }
 };
 
 // The single launch (pre_attention_fp8_n192_fused_sm90 under -DH3_PA_OFFLOAD): until the spare
@@ -172,16 +162,7 @@ struct EpiPreAttnPairOffDyn {
     }
   }
 
-  H3_DEVICE void finish(int wg, u8* hook) const {
-    PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
-    PaOffArea::Slot& sl = ar->slot[wg - 1];
-    if (threadIdx.x % 128 == 0) {
-      if (sl.count > 0) mbar_wait(&ar->free_[wg - 1], (sl.count - 1) & 1);
-      sl.col0 = -1;
-      sl.count = sl.count + 1;
-      mbar_arrive(&ar->full[wg - 1]);
-    }
-  }
+  H3_DEVICE void finish(int wg, u8* hook) const { off.finish(wg, hook); }
 };
 
 template <int kOut>
@@ -327,10 +308,10 @@ struct PaOffMath {
         const u32 base = hh == 0 ? sl.s : sl.v;
         const TmaDesc* dk = pick3(desc, kind);
         if constexpr (kOut == kPaOutBf16) {
-          tma_store_2d_smem(dk, base, head * kPaHeadDim, sl.row0);
-          tma_store_2d_smem(dk, base + 8192, head * kPaHeadDim + 64, sl.row0);
+          tma_store_2d(dk, base, head * kPaHeadDim, sl.row0);
+          tma_store_2d(dk, base + 8192, head * kPaHeadDim + 64, sl.row0);
         } else {  // the head's 128 codes per row, in the first box
-          tma_store_2d_smem(dk, base, head * kPaHeadDim, sl.row0);
+          tma_store_2d(dk, base, head * kPaHeadDim, sl.row0);
         }
       }
       bulk_commit();
@@ -339,30 +320,9 @@ struct PaOffMath {
     }
   }
 
-  // warps w = 1..3 of the producer warpgroup (the two launches: every tile's job, in order)
-  H3_DEVICE void spare(int w, int, u8* hook) const {
-    PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
-    const int M = math.M;
-    // this CTA's pairs (single CTAs, the engine's persistent order: pair blockIdx.x + k gridDim.x)
-    const int pairs = ((M + 127) / 128) * (3 * kPaKindCols / 384);
-    const int b = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
-    const int np = b < pairs ? (pairs - 1 - b) / g + 1 : 0;
-    const bool issuer = w == 1 && threadIdx.x % 32 == 0;
-    [[maybe_unused]] u64 busy = 0, idle = 0;  // (probe builds)
-    for (int j = 0; j < 2 * np; ++j)
-#pragma unroll 1
-      for (int q = 0; q < 2; ++q) {
-        H3_EP_STAMP(t0);
-        mbar_wait(&ar->full[q], j & 1);
-        H3_EP_STAMP(t1);
-        job(ar, q, w, issuer);
-        H3_EP_STAMP(t2);
-        H3_EP_ACC(idle, t0, t1);
-        H3_EP_ACC(busy, t1, t2);
-      }
-    if (issuer) bulk_wait_all();
-    probe_add(issuer, busy, idle, 2 * np);
-  }
+  // warps w = 1..3 of the producer warpgroup (the two launches): serve every job until both
+  // warpgroups' end markers (EpiPreAttnPairOff::finish)
+  H3_DEVICE void spare(int w, int, u8* hook) const { serve(w, hook); }
 
   // Probe builds (-DH3_ENGINE_PROBE; the landing watcher's slots, unused with producer hooks):
   // [9] the math group's time in jobs (its lead thread's: through the stores' reads), [10] its
@@ -379,13 +339,14 @@ struct PaOffMath {
 #endif
   }
 
-  // The single launch, after the rows: announce `ready`, then serve the two warpgroups' jobs
-  // as they come (their counts differ: each chooses the form per pair) until both have
-  // published the end. The lead thread picks the next warpgroup and shares it through the area.
+  // Serve the two warpgroups' jobs as they come until both have published the end (in the
+  // single launch after the rows, announcing `ready` first; there the counts differ, as each
+  // warpgroup chooses the form per pair). The lead thread picks the next warpgroup and shares
+  // it through the area.
   H3_DEVICE void serve(int w, u8* hook) const {
     PaOffArea* ar = reinterpret_cast<PaOffArea*>(hook);
     const bool issuer = w == 1 && threadIdx.x % 32 == 0;
-    named_barrier_sync(3, 96);  // every spare warp's rows are written
+    named_barrier_sync(3, 96);  // (the single launch: every spare warp's rows are written)
     if (issuer) *reinterpret_cast<volatile int*>(&ar->ready) = 1;
     int n0 = 0, n1 = 0;  // jobs taken per warpgroup (the full barriers' phases)
     bool end0 = false, end1 = false;
@@ -436,8 +397,8 @@ template <int kOut>
 struct PaOffRowsMath {
   ProNormRows<true> rows;
   PaOffMath<kOut> m;
-  static constexpr int kSmemBytes = sizeof(PaOffArea);
-  static constexpr int kBarriers = 4;
+  static constexpr int kSmemBytes = PaOffMath<kOut>::kSmemBytes;
+  static constexpr int kBarriers = PaOffMath<kOut>::kBarriers;
 
   H3_DEVICE void before_a(int m0) const { rows.before_a(m0); }
   H3_DEVICE void consumers(int worker, int workers, int r0) const {
