@@ -179,8 +179,9 @@ case "$MODE" in
           # kernels), then session 29's offload prototype, measured 16-44% slower (s29-c): where
           # the math group's time goes. Its probe counters in both forms (time per job, its
           # waits, the consumers' waits for free boxes), then the RoPE operands from L1
-          # (paoffcs0) and one row per step (paoffr1) against the default; then the prototype's
-          # other tests and the sanitizers (racecheck last)
+          # (paoffcs0) and one row per step (paoffr1) against the default. (Session 30 dropped
+          # the prototype's other tests and its sanitizers from this round: it is removed
+          # unless the counters show a way to close a 16-44% gap)
     run 200 "$OUT/ab.log" python3 scripts/probe_engine.py --ab papacked --m 4824 38592 --reps 10 \
       --energy --json "$OUT/ab_papacked.json"
     run 200 "$OUT/probe.log" python3 scripts/probe_engine.py --probe-on paoff --m 4824 38592 \
@@ -189,9 +190,6 @@ case "$MODE" in
       run 120 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 10 \
         --cases fp8_pre_attention_two_launch --json "$OUT/ab_$ab.json"
     done
-    run 240 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-      "test_fp8_pre_attention_math_offload and not (4824 and bf16)"
-    offload_sanitizers
     ;;
   s29-c)  # s29-b cut to ~280 s of device time: the two-launch form's smoke test, its A/B
           # (graph medians only), then the single launch's smoke test and its A/B at 4824
