@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s30-a|s29-c|s29-b|s28-b|s27-g|s27-f|s27-e|s26-f|s26-c|s26-b|s26-a|s25-a|s25-b|s25-c|s25-d|s24-a|s23-c|s23-b|s23-a|s22-g|s22-f|s22-e|s22-d|s22-c|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s30-c|s30-d|s28-b|s27-g|s27-f|s27-e|s26-f|s26-c|s26-b|s26-a|s25-a|s25-b|s25-c|s25-d|s24-a|s23-c|s23-b|s23-a|s22-g|s22-f|s22-e|s22-d|s22-c|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -58,14 +58,6 @@ rope_operand_abs() {  # session 27: what the RoPE operands' load latency costs t
   for ab in pacs0 paprefetch; do
     run 150 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 10 \
       --json "$OUT/ab_$ab.json"
-  done
-}
-offload_sanitizers() {  # session 29: the offload prototype (memcheck_ops.py --paoff: both forms,
-                        # bf16 and e4m3) under memcheck, synccheck and racecheck (the slowest);
-                        # s29-b, s30-a
-  for tool in memcheck synccheck racecheck; do
-    run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
-      --error-exitcode 3 python3 scripts/memcheck_ops.py --paoff
   done
 }
 engine_ops_tests() {  # sessions 20-21: after an engine change, its own tests (tail splits,
@@ -174,85 +166,25 @@ case "$MODE" in
       --json "$OUT/bench_pre_attention.json"
     smi_stop
     ;;
-  s30-a)  # first the packed-word epilogues (papacked: both pre-attention ops, the same bytes
-          # expected; ~2.4% / ~6.6% fewer static instructions in the FP8 / BF16 single-launch
-          # kernels), then session 29's offload prototype, measured 16-44% slower (s29-c): where
-          # the math group's time goes. Its probe counters in both forms (time per job, its
-          # waits, the consumers' waits for free boxes), then the RoPE operands from L1
-          # (paoffcs0) and one row per step (paoffr1) against the default. (Session 30 dropped
-          # the prototype's other tests and its sanitizers from this round: it is removed
-          # unless the counters show a way to close a 16-44% gap)
-    run 200 "$OUT/ab.log" python3 scripts/probe_engine.py --ab papacked --m 4824 38592 --reps 10 \
-      --energy --json "$OUT/ab_papacked.json"
-    run 200 "$OUT/probe.log" python3 scripts/probe_engine.py --probe-on paoff --m 4824 38592 \
-      --reps 5 --json "$OUT/probe_paoff.json"
-    for ab in paoffcs0 paoffr1; do
-      run 120 "$OUT/ab.log" python3 scripts/probe_engine.py --ab $ab --m 4824 38592 --reps 10 \
-        --cases fp8_pre_attention_two_launch --json "$OUT/ab_$ab.json"
-    done
+  s30-c)  # session 30: the packed-word epilogue is the default (the same bytes as before in
+          # s30-a's A/B). First the smoke tests (both ops' same-bits and reference tests at 4824),
+          # then the BF16 op's benchmark for issue #4 (P = 8 / 4 / 2 / 1, 20 rounds), then the
+          # rest of both pre-attention ops' tests
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+      "4824 and (same_bits or test_bf16_pre_attention[ or test_fp8_pre_attention[)"
+    smi_start
+    run 330 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
+      --json "$OUT/bench_pre_attention.json"
+    smi_stop
     ;;
-  s29-c)  # s29-b cut to ~280 s of device time: the two-launch form's smoke test, its A/B
-          # (graph medians only), then the single launch's smoke test and its A/B at 4824
-    off="test_fp8_pre_attention_math_offload"
-    if timeout 100 "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-      "$off and 4824 and bf16 and two_launch" >> "$OUT/tests.log" 2>&1; then
-      echo "== offload smoke test (two launches) passed" | tee -a "$OUT/tests.log"
-      run 120 "$OUT/ab.log" python3 scripts/probe_engine.py --ab paoff --m 4824 38592 --reps 10 \
-        --cases fp8_pre_attention_two_launch fp8_gemm_qkv --json "$OUT/ab_paoff.json"
-      if timeout 60 "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-        "$off and 4824 and bf16 and single_launch" >> "$OUT/tests.log" 2>&1; then
-        echo "== offload smoke test (single launch) passed" | tee -a "$OUT/tests.log"
-        run 60 "$OUT/ab.log" python3 scripts/probe_engine.py --ab paoff --m 4824 --reps 10 \
-          --cases fp8_pre_attention --json "$OUT/ab_paoff_fused.json"
-      else
-        echo "== offload smoke test (single launch) FAILED or timed out" | tee -a "$OUT/tests.log"
-        status=1
-      fi
-    else
-      echo "== the offload smoke test failed: see tests.log" | tee -a "$OUT/tests.log"
-      tail -40 "$OUT/tests.log"
-      status=1
-    fi
-    ;;
-  s29-b)  # session 29: the FP8 pre-attention's Q/K math on the spare producer warps
-          # (-DH3_PA_OFFLOAD prototype, bf16 / e4m3 out): the two-launch form's reference test
-          # at M = 4824 first, then the single launch's (150 s each: a hang costs that much),
-          # then the A/B against the defaults (the plain GEMM as a control, sustained figures
-          # included; the single launch only if its smoke test passed), then the other tests
-          # and the sanitizers (racecheck last: the slowest), so that a short device budget
-          # still brings the measurement back
-    off="test_fp8_pre_attention_math_offload"
-    if timeout 150 "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-      "$off and 4824 and bf16 and two_launch" >> "$OUT/tests.log" 2>&1; then
-      echo "== offload smoke test (two launches) passed" | tee -a "$OUT/tests.log"
-      cases="fp8_pre_attention_two_launch fp8_gemm_qkv"
-      fused=0
-      if timeout 150 "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-        "$off and 4824 and bf16 and single_launch" >> "$OUT/tests.log" 2>&1; then
-        echo "== offload smoke test (single launch) passed" | tee -a "$OUT/tests.log"
-        cases="$cases fp8_pre_attention"
-        fused=1
-      else
-        echo "== offload smoke test (single launch) FAILED" | tee -a "$OUT/tests.log"
-        status=1
-      fi
-      smi_start
-      run 240 "$OUT/ab.log" python3 scripts/probe_engine.py --ab paoff --m 4824 38592 --reps 10 \
-        --energy --cases $cases --json "$OUT/ab_paoff.json"
-      smi_stop
-      if [ $fused = 1 ]; then
-        run 240 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-          "$off and not (4824 and bf16)"
-        offload_sanitizers
-      else
-        run 200 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-          "$off and two_launch and not (4824 and bf16)"
-      fi
-    else
-      echo "== the offload smoke test failed: see tests.log" | tee -a "$OUT/tests.log"
-      tail -40 "$OUT/tests.log"
-      status=1
-    fi
+  s30-d)  # session 30's second call: the FP8 op's benchmark (issue #5) and the MLP's, then the
+          # pre-attention tests s30-c did not run
+    smi_start
+    run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --reps 10 \
+      --json "$OUT/bench_ops_fp8.json"
+    smi_stop
+    run 380 "$OUT/tests.log" "${PYTEST[@]}" --durations=8 tests/test_pre_attention_gpu.py -k \
+      "not (4824 and (same_bits or test_bf16_pre_attention[ or test_fp8_pre_attention[))"
     ;;
   s28-b)  # session 28's second call: FC1's single launch against the prologue launch once more
           # (the MLP at the four centres without the torch.compile chain, with the sustained

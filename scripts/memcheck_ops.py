@@ -10,15 +10,12 @@ consumer warps write rows 0..2047 of a, the spare producer warps the rest) and i
 form (``--bf16``: those two only), the out_proj in its single-launch and two-launch forms and
 the MLP (three launches, y quantized inside FC2's launch), at M = 3000 (24 row tiles; the
 out_proj's first round reads rows 0..1023). ``--fp8``: the FP8 pre-attention's single launch
-only (pre_attention.FP8_FUSED_PROLOGUE). ``--paoff``: the session-29 prototype with the FP8
-op's Q/K math on the spare warps, both forms (M = 2000: the single launch's spare warps write
-rows 1024.. first; also under racecheck). ``--mlp``: the MLP with FC1's single launch
+only (pre_attention.FP8_FUSED_PROLOGUE). ``--mlp``: the MLP with FC1's single launch
 (mlp.FC1_FUSED_PROLOGUE) and without it. See memcheck_gemm.py for --report-api-errors.
 """
 
 from __future__ import annotations
 
-import itertools
 import sys
 
 import cupy
@@ -74,52 +71,9 @@ def mlp_fc1_single_launch(m: int, rng) -> None:
         mlp.FC1_FUSED_PROLOGUE = default
 
 
-def fp8_pre_attention_math_offload(m: int, rng) -> None:
-    """The session-29 prototype (-DH3_PA_OFFLOAD: the FP8 op's pair kernels, two launches and
-    single, with the Q/K math on the spare producer warps; bf16 and e4m3 out), as
-    tests/test_pre_attention_gpu.py's test_fp8_pre_attention_math_offload installs it."""
-    from h3cupy.core import arch, jit
-    from h3cupy.ops import gemm
-
-    base = pre_attention.PRE_ATTENTION_FP8
-    kernels = {}
-    for mode in (0, 1):
-        for form in ("", "_fused"):
-            name = f"h3::pre_attention_fp8_n192{form}_sm90<{mode}>"
-            spec = jit.ModuleSpec(base.file, (name,), base.defines + ("H3_PA_OFFLOAD=1",))
-            cubin, lowered = jit.build(spec, arch.device_target(0))
-            kernels[name] = cupy.RawModule(path=str(cubin)).get_function(lowered[name])
-    real = jit.get_kernel
-    jit.get_kernel = lambda s, n, t=None: (
-        kernels[n] if (s is base and n in kernels) else real(s, n, t)
-    )
-    gemm.wgmma_smem_bytes = lambda *a, **k: 232448  # the hook area past the default layout
-    pre_attention.FP8_PAIR_TAIL_SPLIT = False
-    host = inputs.pre_attention_inputs(m, rows=9, index_dtype=np.int32, rng=rng)
-    wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
-    keys = inputs.QUANT_PRE_ATTENTION_KEYS
-    dev = {k: cupy.asarray(host[k]) for k in keys}
-    modes = (("bf16", {}), ("e4m3", dict(q_descale=0.05, k_descale=0.05, v_descale=0.05)))
-    for (out_mode, kw), fused in itertools.product(modes, (False, True)):
-        pre_attention.FP8_FUSED_PROLOGUE = fused
-        pre_attention.minimax_h3_fp8_pre_attention(
-            *(dev[k] for k in keys[:5]),
-            cupy.asarray(wq),
-            cupy.asarray(wsc),
-            *(dev[k] for k in keys[5:]),
-            out_mode=out_mode,
-            **kw,
-        )
-
-
 def main() -> None:
     rng = np.random.default_rng(0)
     m = 3000
-    if "--paoff" in sys.argv[1:]:  # (a smaller M: racecheck instruments every shared access)
-        fp8_pre_attention_math_offload(2000, rng)
-        cupy.cuda.Device().synchronize()
-        print("memcheck_ops: the FP8 pre-attention with the math offloaded (prototype), M = 2000")
-        return
     if "--fp8" in sys.argv[1:]:
         fp8_pre_attention_single_launch(m, rng)
         cupy.cuda.Device().synchronize()

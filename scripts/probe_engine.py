@@ -46,19 +46,9 @@ and its default with the tile order's first group 4 / 2 M-tile pairs instead of 
 (-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
 scripts/spare_rows_model.py puts the spare rows' smallest slack at ~190 / ~40 us). Another order
 puts other tiles in the tail split's last round, so "same bytes" may read False there.
-``paoff`` (session 29): the FP8 op (bf16 out) with the per-head Q/K math on the producer
-warpgroup's spare warps (-DH3_PA_OFFLOAD, h3/pre_attention_off.cuh: the consumers hand y over in
-shared memory), in its two launches (pairs, no tail split) and its single launch (the spare
-warps write their rows first), the plain FP8 QKV GEMM as a control that the define does not
-touch (``--cases`` keeps some of them; "same bytes" may read False for the single launch: the
-spare warps sum the squares in another order); ``paoffcs0``: the same with every row's RoPE operands
-from cache row 0 (-DH3_PA_CS0, L1 hits, wrong outputs): what their latency costs the spare warps;
-``papacked`` (session 29): both pre-attention ops with the math handing the bf16 stores packed
-words (-DH3_PA_PACKED: no unpack after the last rounding, no second conversion in the store;
-the same bytes expected, compared for both ops), the plain QKV GEMMs as controls;
-``paoffr1``: one row per step of a math warp instead of two (-DH3_PA_OFF_ROWS=1);
-``--probe-on paoff``: the probe counters of the two offload forms, with the math group's (its
-time per job and waits, the consumers' waits for free boxes);
+(Session 29's ``paoff`` / ``paoffcs0`` / ``paoffr1`` A/Bs, the Q/K math on the spare producer
+warps, and ``papacked``, the packed-word epilogue that is now the default, were removed in
+session 30 with what they measured: benchmarks/NOTES.md, "Session 30".)
 ``--energy`` adds bench_graphs' sustained windows: clock cycles and energy per call.
 """
 
@@ -88,10 +78,6 @@ AB = {
     "panomath": (("H3_PA_NOMATH=1",), False),
     "pacs0": (("H3_PA_CS0=1",), False),
     "paprefetch": (("H3_PA_CS_PREFETCH=1",), False),
-    "paoff": (("H3_PA_OFFLOAD=1",), False),
-    "paoffcs0": (("H3_PA_OFFLOAD=1", "H3_PA_CS0=1"), False),
-    "paoffr1": (("H3_PA_OFFLOAD=1", "H3_PA_OFF_ROWS=1"), False),
-    "papacked": (("H3_PA_PACKED=1",), False),
 }
 
 
@@ -209,12 +195,7 @@ def main() -> None:
     only = AB[args.probe_on][1] if args.probe_on else False
     specs = probe_specs(*AB[args.ab]) if args.ab else probe_specs(probe_defines, only)
     # stage5's 5-stage ring and paprefetch's vector area need more than the default's layout
-    offload = ("paoff", "paoffcs0", "paoffr1")
-    wide = args.ab in ("stage5", "paprefetch", *offload) or args.probe_on in (
-        "stage5",
-        "paprefetch",
-        *offload,
-    )
+    wide = args.ab in ("stage5", "paprefetch") or args.probe_on in ("stage5", "paprefetch")
     if args.prebuild and args.ab:  # just that A/B's builds
         for s in specs.values():
             print(jit.build(s, args.prebuild)[0].name, flush=True)
@@ -302,25 +283,6 @@ def main() -> None:
             elif args.ab == "paprefetch":  # the BF16 op only (the define is its epilogue's)
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
-            elif args.ab in offload:  # the FP8 op (the define's kernels)
-                from ops_fp8 import with_setting
-
-                from h3cupy.ops import pre_attention
-
-                f, *_ = forms("pre_attention", m)
-                two = with_setting(pre_attention, "FP8_FUSED_PROLOGUE", False, f["h3"])
-                cases["fp8_pre_attention_two_launch"] = with_setting(
-                    pre_attention, "FP8_PAIR_TAIL_SPLIT", False, two
-                )
-                cases["fp8_pre_attention"] = f["h3"]  # the single launch
-                cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)  # control: untouched
-            elif args.ab == "papacked":  # both ops' epilogues (the same bytes expected)
-                cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
-                cases["bf16_pre_attention"] = bf16_pre_attention_form(m)
-                f, *_ = forms("pre_attention", m)
-                cases["fp8_pre_attention"] = f["h3"]
-                cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
-                cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)  # control: untouched
             elif args.ab in ("panomath", "pacs0"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 f, *_ = forms("pre_attention", m)  # the FP8 op's default (session 27)
@@ -402,7 +364,6 @@ def main() -> None:
         f, *_ = forms("out_proj", m)
         cases.update(out_proj_fused=f["h3"], out_proj_gemm=f["h3_no_quant"], fp8_gemm_o=f["engine"])
         f, *_ = forms("pre_attention", m, other_tile=True)
-        pa_h3 = f["h3"]
         cases.update(
             fp8_pre_attention_n192=f["h3"],
             fp8_pre_attention_m192=f["h3_tile_m192"],
@@ -420,15 +381,7 @@ def main() -> None:
         # the default's FP8 tiles in clusters of two (B multicast between a pair; the default
         # since session 11 runs them on single CTAs)
         cases["fp8_gemm_o_x2"] = fp8_gemm_form(m, 5376, 7168, cluster=2)
-        if args.probe_on in offload:  # the FP8 op's two forms (the offload's kernels)
-            from ops_fp8 import with_setting
-
-            from h3cupy.ops import pre_attention
-
-            two = with_setting(pre_attention, "FP8_FUSED_PROLOGUE", False, pa_h3)
-            two = with_setting(pre_attention, "FP8_PAIR_TAIL_SPLIT", False, two)
-            cases = {"fp8_pre_attention_n192": pa_h3, "fp8_pre_attention_two_launch": two}
-        elif args.probe_on:  # that build's kernels differ from the default in gemm_wgmma only
+        if args.probe_on:  # that build's kernels differ from the default in gemm_wgmma only
             cases = {k: v for k, v in cases.items() if k.startswith(("fp8_gemm", "bf16_gemm"))}
         if args.cases:
             cases = {k: v for k, v in cases.items() if k in args.cases}
@@ -472,23 +425,7 @@ def main() -> None:
                     / 1e3
                     / (units / (3 if "m192" in name else 2)),
                 }
-                if v[10] > 0 and args.probe_on in offload:  # the math group's counters
-                    jobs = v[10]
-                    row.update(
-                        math_jobs=jobs,
-                        math_job_us=v[9] / 1e3 / jobs,
-                        math_wait_us_per_job=v[11] / 1e3 / jobs,
-                        consumer_free_wait_us=v[12] / 1e3 / max(v[13], 1),
-                        consumer_free_waits=v[13],
-                    )
-                    print(
-                        f"{'':<32}math group: {jobs:.0f} jobs, {row['math_job_us']:.2f} us each, "
-                        f"{row['math_wait_us_per_job']:.2f} us waiting per job; the consumers "
-                        f"waited {row['consumer_free_wait_us']:.2f} us per epilogue for free "
-                        "boxes",
-                        flush=True,
-                    )
-                elif v[10] > 0:  # the landing watcher (kernels without producer hooks)
+                if v[10] > 0:  # the landing watcher (kernels without producer hooks)
                     loads = v[10]
                     row.update(
                         loads=loads,

@@ -248,45 +248,6 @@ def test_fp8_pre_attention(m, out_mode, rng):
     assert_passed(results)
 
 
-@pytest.mark.parametrize("fused", (False, True), ids=("two_launch", "single_launch"))
-@pytest.mark.parametrize("out_mode", ("bf16", "e4m3"))
-@pytest.mark.parametrize("m", (257, 385, 4097, 4824))
-def test_fp8_pre_attention_math_offload(m, out_mode, fused, rng, monkeypatch):
-    """The prototype of session 29 (-DH3_PA_OFFLOAD, h3/pre_attention_off.cuh; not the op's
-    build): the n192 pair kernels with the per-head Q/K math on the producer warpgroup's spare
-    warps, y handed over in shared memory; in the single launch the spare warps first write
-    their rows and the pairs that start before they are done run the inline epilogue (at
-    M = 4824 both forms occur in one launch; at 257 / 385 every row is a first-round row, so
-    the spare warps have none to write and serve from the first epilogue on). Same reference
-    checks as the default, in the prototype's out modes (bf16, e4m3: the codes of each row
-    written over its own first-box row, V heads converted by the spare warps too); M = 257 /
-    385 leave one-row tiles, 4097 a lone last pair, 4824 the production centre."""
-    import cupy
-
-    from h3cupy.core import arch, jit
-    from h3cupy.ops import gemm, pre_attention
-
-    _need_sm90()
-    base = pre_attention.PRE_ATTENTION_FP8
-    mode = {"bf16": 0, "e4m3": 1}[out_mode]
-    name = f"h3::pre_attention_fp8_n192{'_fused' if fused else ''}_sm90<{mode}>"
-    spec = jit.ModuleSpec(base.file, (name,), base.defines + ("H3_PA_OFFLOAD=1",))
-    cubin, lowered = jit.build(spec, arch.device_target(0))
-    kernel = cupy.RawModule(path=str(cubin)).get_function(lowered[name])
-    real = jit.get_kernel
-
-    def get_kernel(s, n, t=None):
-        return kernel if (s is base and n == name) else real(s, n, t)
-
-    monkeypatch.setattr(jit, "get_kernel", get_kernel)
-    # the hook area (112 bytes, PaOffArea) past the default's layout: the opt-in maximum
-    monkeypatch.setattr(gemm, "wgmma_smem_bytes", lambda *a, **k: 232448)
-    monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", fused)
-    monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", False)
-    results = check_pre_attention_fp8(m, out_mode, rng)
-    assert_passed(results)
-
-
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
 @pytest.mark.parametrize("m", (257, 385, 4097))
 def test_fp8_pre_attention_tile_m128(m, out_mode, rng, monkeypatch):

@@ -15,9 +15,6 @@
 // Verified on the H200 (every out mode, 2026-12-01).
 #include "h3/norm_rows.cuh"
 #include "h3/pre_attention_wg.cuh"
-#ifdef H3_PA_OFFLOAD
-#include "h3/pre_attention_off.cuh"
-#endif
 
 namespace h3 {
 
@@ -87,29 +84,7 @@ H3_PA8_KERNEL(pre_attention_fp8_sm90, , 1, 2)
                    false, TAIL>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, pair, {}, 1,       \
                                 {tail_part, tail_count, tail_splits});                         \
   }
-#ifndef H3_PA_OFFLOAD
 H3_PA8_N192(pre_attention_fp8_n192_sm90, false)
-#else
-// The prototype (h3/pre_attention_off.cuh; scripts/probe_engine.py --ab paoff): in the bf16 and
-// e4m3 out modes the per-head math runs on the producer warpgroup's spare warps.
-template <int kOut>
-__global__ void __launch_bounds__(384, 1) pre_attention_fp8_n192_sm90(H3_PA8_PARAMS) {
-  H3_PA8_EPI;
-  if constexpr (kOut != kPaOutNvfp4) {
-    const EpiPreAttnPairOff<kOut> off{epi};
-    const PaOffMath<kOut> pro{epi.math, {&desc_q, &desc_k, &desc_v},
-                              {epi.scalar[0], epi.scalar[1], epi.scalar[2]}};
-    gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPairOff<kOut>, false, PaOffMath<kOut>, 2,
-                   false, false>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, off, pro, 1,
-                                 {tail_part, tail_count, tail_splits});
-  } else {
-    const EpiPreAttnPair<kOut> pair{epi};
-    gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPair<kOut>, false, NoProducerHooks, 2,
-                   false, false>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, pair, {}, 1,
-                                 {tail_part, tail_count, tail_splits});
-  }
-}
-#endif
 H3_PA8_N192(pre_attention_fp8_n192_tail_sm90, true)
 #undef H3_PA8_N192
 
@@ -133,29 +108,9 @@ __global__ void __launch_bounds__(384, 1) pre_attention_fp8_n192_fused_sm90(
   const ProNormRows<true> pro{{tile_rows, M},      x,   x_w,     ada_scale,
                               ada_shift,           table_stride, rows, ada_index,
                               index_is_64,         eps, act_q,   const_cast<float*>(act_scale)};
-#ifndef H3_PA_OFFLOAD
   gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPair<kOut, true>, false, ProNormRows<true>,
                  2, false, false>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, pair, pro, 1,
                                   {tail_part, tail_count, tail_splits});
-#else
-  // The prototype (h3/pre_attention_off.cuh): once the spare warps have written their rows they
-  // run the Q/K math of the pairs that start after that (bf16 and e4m3 out modes).
-  if constexpr (kOut != kPaOutNvfp4) {
-    const EpiPreAttnPairOff<kOut, true> off{epi};
-    const EpiPreAttnPairOffDyn<kOut> dyn{pair, off};
-    const PaOffRowsMath<kOut> hooks{pro, {epi.math, {&desc_q, &desc_k, &desc_v},
-                                          {epi.scalar[0], epi.scalar[1], epi.scalar[2]}}};
-    gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPairOffDyn<kOut>, false,
-                   PaOffRowsMath<kOut>, 2, false, false>(desc_a, desc_b, M, 3 * kPaKindCols,
-                                                         k_bytes, dyn, hooks, 1,
-                                                         {tail_part, tail_count, tail_splits});
-  } else {
-    gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPair<kOut, true>, false,
-                   ProNormRows<true>, 2, false, false>(desc_a, desc_b, M, 3 * kPaKindCols,
-                                                       k_bytes, pair, pro, 1,
-                                                       {tail_part, tail_count, tail_splits});
-  }
-#endif
 }
 
 #undef H3_PA8_KERNEL

@@ -68,11 +68,6 @@ H3_DEVICE void sts_u32(u32 a, u32 v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }
 
-// the low 16 bits of v
-H3_DEVICE void sts_u16(u32 a, u32 v) {
-  asm volatile("st.shared.u16 [%0], %1;" ::"r"(a), "h"(static_cast<u16>(v)) : "memory");
-}
-
 // st.shared.u32 where `pred` holds (a predicated STS: no branch around the store)
 H3_DEVICE void sts_u32_if(u32 a, u32 v, bool pred) {
   asm volatile(

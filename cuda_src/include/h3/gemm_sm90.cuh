@@ -323,19 +323,6 @@ struct NoProducerHooks {
 
 H3_MEMBER_OR(ProducerRegs, kProducerRegs)
 H3_MEMBER_OR(ProducerSmem, kSmemBytes)
-// A hook type with an area may declare `static constexpr int kBarriers = B` (B >= 1): the engine
-// then initializes B mbarriers with an arrival count of 1 at the area's start (instead of one)
-// and zeroes the rest of the area, before any role starts. An epilogue may declare
-// `static constexpr bool kHookSmem = true` (with kVecBytes): the engine then passes the hook
-// area as a seventh argument, after `vec` (the pre-attention's math group, -DH3_PA_OFFLOAD:
-// h3/pre_attention_off.cuh).
-H3_MEMBER_OR(ProducerBarriers, kBarriers)
-H3_MEMBER_OR(EpiHookSmem, kHookSmem)
-// Such an epilogue may also declare `static constexpr bool kFinish = true` and a member
-//   void finish(int wg, u8* hook) const
-// which every consumer thread calls once after its last unit (e.g. to tell the hooks' warps
-// that no more work will come).
-H3_MEMBER_OR(EpiFinish, kFinish)
 
 template <class A, class B>
 struct H3SameType {
@@ -567,16 +554,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
     mbar_init(&turn[1], 1);
     mbar_init(&pf[0], 1);
     mbar_init(&pf[1], 1);
-    if constexpr (kHook > 0) {
-      constexpr int kHookBars = ProducerBarriers<Pro, 0>::value;
-      if constexpr (kHookBars == 0) {
-        mbar_init(reinterpret_cast<u64*>(hook_smem), 1);
-      } else {
-        static_assert(8 * kHookBars <= kHook, "the hooks' barriers inside their area");
-        for (int b = 0; b < kHookBars; ++b) mbar_init(reinterpret_cast<u64*>(hook_smem) + b, 1);
-        for (int i = 2 * kHookBars; i < kHook / 4; ++i) reinterpret_cast<u32*>(hook_smem)[i] = 0u;
-      }
-    }
+    if constexpr (kHook > 0) mbar_init(reinterpret_cast<u64*>(hook_smem), 1);
     if constexpr (kCluster > 1) {
       fence_barrier_init_cluster();
     } else {
@@ -1040,11 +1018,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         if constexpr (kSplitK) {
           epi(acc, row0, nt * kBN, my_staging, wg, part);
         } else if constexpr (kVec > 0) {
-          if constexpr (EpiHookSmem<Epi, false>::value) {
-            epi(acc, row0, nt * kBN, my_staging, wg, my_vec, hook_smem);
-          } else {
-            epi(acc, row0, nt * kBN, my_staging, wg, my_vec);
-          }
+          epi(acc, row0, nt * kBN, my_staging, wg, my_vec);
         } else {
           epi(acc, row0, nt * kBN, my_staging, wg);
         }
@@ -1052,7 +1026,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         H3_EP_ADD(2, ep3 - ep2);
         H3_EP_ADD(4, 1);
       }
-      if constexpr (EpiFinish<Epi, false>::value) epi.finish(wg, hook_smem);
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
       H3_EP_STAMP(ep_end);
       H3_EP_ADD(5, ep_end - ep_start);

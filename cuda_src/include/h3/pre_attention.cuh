@@ -12,12 +12,13 @@ namespace h3 {
 
 constexpr int kPaHeads = 56, kPaHeadDim = 128, kPaKindCols = kPaHeads * kPaHeadDim;  // 7168
 
-// -DH3_PA_PACKED (an A/B build, scripts/probe_engine.py --ab papacked; the same bytes): the
-// wgmma epilogues' math hands the bf16 stores packed words (PreAttnMath::apply's kPack).
-#if defined(H3_PA_PACKED) && !defined(H3_PA_NOMATH)
-constexpr bool kPaPack = true;
-#else
+// The wgmma epilogues' math hands the bf16 stores packed words (PreAttnMath::apply's kPack;
+// the same bytes as unpacked, 2-7% fewer instructions, the default since session 30). The timing
+// build without the math (-DH3_PA_NOMATH) stores unpacked values.
+#ifdef H3_PA_NOMATH
 constexpr bool kPaPack = false;
+#else
+constexpr bool kPaPack = true;
 #endif
 
 // One output kind's scalar (e4m3 descale or NVFP4 global scale): a one-element device array read
@@ -100,7 +101,7 @@ struct PreAttnMath {
   // of the 256-column kernel, session 20). kHead >= 0: only that head of the fragment (nothing
   // when the fragment has fewer heads), so that a caller can store one head while the next one's
   // math runs; with kLoad = 2 each call loads its rows' operands again (L1 hits).
-  // kPack (-DH3_PA_PACKED, kPaPack): each pair's final values leave as one packed bf16 word in
+  // kPack (kPaPack in the wgmma epilogues): each pair's final values leave as one packed bf16 word in
   // the pair's first float (its bits; the second is dead), for a store that reads them so
   // (store_fragment_bf16's kPacked): the last rounding is then the store's conversion, without
   // the unpack and the store's second conversion. V heads are packed too.

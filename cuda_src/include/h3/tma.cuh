@@ -47,18 +47,6 @@ H3_DEVICE void mbar_wait(u64* bar, u32 parity) {
   } while (!done);
 }
 
-// Whether the phase with parity `parity` has completed, without waiting (test_wait).
-H3_DEVICE bool mbar_test(u64* bar, u32 parity) {
-  u32 done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      " selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // 2-D tile load: box at (x = inner coordinate in elements, y = row) into `dst`, completing
 // `bar`'s transaction count. Out-of-bounds elements are filled with zeros by the TMA unit.
 H3_DEVICE void tma_load_2d(void* dst, const TmaDesc* desc, int x, int y, u64* bar) {
@@ -98,16 +86,13 @@ H3_DEVICE void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// 2-D tile store of the box at shared-memory address `src` to (x = inner coordinate in
-// elements, y = row); elements past the tensor's edges are not written.
-H3_DEVICE void tma_store_2d(const TmaDesc* desc, u32 src, int x, int y) {
+// 2-D tile store of the box at `src` to (x = inner coordinate in elements, y = row); elements
+// past the tensor's edges are not written.
+H3_DEVICE void tma_store_2d(const TmaDesc* desc, const void* src, int x, int y) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
                    reinterpret_cast<u64>(desc)),
-               "r"(x), "r"(y), "r"(src)
+               "r"(x), "r"(y), "r"(smem_addr(src))
                : "memory");
-}
-H3_DEVICE void tma_store_2d(const TmaDesc* desc, const void* src, int x, int y) {
-  tma_store_2d(desc, smem_addr(src), x, y);
 }
 
 // 3-D tile store (x innermost, then y, then z), clipped per dimension at the tensor's edges.
