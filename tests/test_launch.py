@@ -34,6 +34,36 @@ def test_check_params_without_driver_answer(monkeypatch):
     launch.check_params(_FakeKernel(), [launch._param(launch.i32(1))])  # nothing to compare
 
 
+class _RefusingKernel:
+    """Refuses any dynamic shared-memory size, as the driver does past the opt-in limit."""
+
+    shared_size_bytes = 512  # static shared memory
+
+    @property
+    def max_dynamic_shared_size_bytes(self):
+        return 0
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, value):
+        raise ValueError("CUDA_ERROR_INVALID_VALUE: invalid argument")
+
+
+def test_unlock_smem_names_static_and_dynamic(monkeypatch):
+    """A refused shared-memory request names the dynamic bytes, the kernel's static bytes and
+    their sum against the device's limit (a request exactly at the limit fails only through
+    its static part, which the message must show)."""
+    from h3cupy.core import arch
+
+    monkeypatch.setattr(arch, "current_device", lambda: 0)
+    monkeypatch.setattr(arch, "smem_optin", lambda dev: 232448)
+    with pytest.raises(
+        RuntimeError,
+        match=r"needs 232448 bytes of dynamic shared memory per block and 512 static, "
+        r"232960 in all, and this GPU \(device 0\) allows at most 232448",
+    ):
+        launch._unlock_smem(_RefusingKernel(), 232448)
+
+
 def test_prologue_ctas_per_sm_choice(monkeypatch):
     """The prologue's CTAs per SM: 3 on sm_90a and 2 elsewhere by default; an explicit 3 off
     sm_90a (where that build spills) and any other value are refused with the fix named."""

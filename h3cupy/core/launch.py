@@ -85,11 +85,16 @@ def _unlock_smem(kernel, smem: int) -> None:
                 limit = str(arch.smem_optin(dev))
             except Exception:  # pragma: no cover - the query itself failed
                 limit = "less"
+            try:  # the kernel's static shared memory counts against the same limit
+                static = int(kernel.shared_size_bytes)
+            except Exception:  # pragma: no cover - the attribute query failed
+                static = 0
+            both = f" and {static} static, {smem + static} in all," if static else ""
             raise RuntimeError(
-                f"a kernel launch needs {smem} bytes of shared memory per block, and this GPU "
-                f"(device {dev}) allows at most {limit}: this kernel variant is not built "
-                "for this GPU. Report it with the op and the GPU's name; h3cupy's sm_120a "
-                f"kernels are meant to fit {arch.SM120_SMEM_LIMIT} bytes "
+                f"a kernel launch needs {smem} bytes of dynamic shared memory per block{both} "
+                f"and this GPU (device {dev}) allows at most {limit}: this kernel variant is "
+                "not built for this GPU. Report it with the op and the GPU's name; h3cupy's "
+                f"sm_120a kernels are meant to fit {arch.SM120_SMEM_LIMIT} bytes "
                 f"({type(e).__name__}: {e})"
             ) from e
         _smem_unlocked[id(kernel)] = smem
