@@ -168,8 +168,8 @@ case "$MODE" in
     ;;
   s30-c)  # session 30: the packed-word epilogue is the default (the same bytes as before in
           # s30-a's A/B). First the smoke tests (both ops' same-bits and reference tests at 4824),
-          # then the BF16 op's benchmark for issue #4 (P = 8 / 4 / 2 / 1, 20 rounds), then the
-          # rest of both pre-attention ops' tests
+          # then the BF16 op's benchmark for issue #4 (P = 8 / 4 / 2 / 1, 20 rounds); s30-d has
+          # the rest
     run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
       "4824 and (same_bits or test_bf16_pre_attention[ or test_fp8_pre_attention[)"
     smi_start
@@ -186,8 +186,9 @@ case "$MODE" in
       --json "$OUT/bench_ops_fp8.json"
     smi_stop
     ;;
-  s30-d)  # session 30's second call: the FP8 op's benchmark (issue #5) and the MLP's, then the
-          # pre-attention tests s30-c did not run
+  s30-d)  # session 30's second call: the FP8 op's benchmark (issue #5), then the pre-attention
+          # tests s30-c did not run (142, ~720 s in all on an H100: the stage's 380 s ran the
+          # first 77; the other 65 ran as a direct pytest call of their node ids, 342 s)
     smi_start
     run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --reps 10 \
       --json "$OUT/bench_ops_fp8.json"
