@@ -60,6 +60,13 @@ rope_operand_abs() {  # session 27: what the RoPE operands' load latency costs t
       --json "$OUT/ab_$ab.json"
   done
 }
+pre_attention_benches() {  # session 30: both pre-attention ops at every centre (issues #4 and
+                           # #5), 20 / 10 rounds; s30-f, s31-a
+  run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
+    --json "$OUT/bench_pre_attention.json"
+  run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --reps 10 \
+    --json "$OUT/bench_ops_fp8.json"
+}
 engine_ops_tests() {  # sessions 20-21: after an engine change, its own tests (tail splits,
                       # variants, 192-row tiles) and the FP8 out_proj's and MLP's
   run 130 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_gemm_gpu.py -k \
@@ -188,10 +195,7 @@ case "$MODE" in
           # without the compile chain, for the tail split's column against the default (it read
           # 1-5% either way in sessions 21, 22 and 30; its largest possible gain there is ~0.5%)
     smi_start
-    run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
-      --json "$OUT/bench_pre_attention.json"
-    run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --reps 10 \
-      --json "$OUT/bench_ops_fp8.json"
+    pre_attention_benches
     run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 1 1 --reps 40 --no-compile \
       --json "$OUT/bench_pre_attention_p1.json"
     smi_stop
@@ -199,10 +203,7 @@ case "$MODE" in
   s30-f)  # session 30's last call: both pre-attention ops' benchmarks (issues #4 and #5) on the
           # packed-word epilogue, for the H200 figures (s30-c / s30-d ran on an H100)
     smi_start
-    run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
-      --json "$OUT/bench_pre_attention.json"
-    run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention --reps 10 \
-      --json "$OUT/bench_ops_fp8.json"
+    pre_attention_benches
     smi_stop
     ;;
   s30-d)  # session 30's second call: the FP8 op's benchmark (issue #5), then the pre-attention
