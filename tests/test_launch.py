@@ -132,6 +132,20 @@ def test_tail_split_grid(monkeypatch):
         )
 
 
+def test_tail_split_min_gain():
+    """The split is skipped where it could save less than gemm.TAIL_MIN_GAIN of the launch: the
+    BF16 pre-attention's 128 x 256 tile pairs (N = 21504, 84 k-tiles) on 66 clusters, worked by
+    hand: P = 1 (M = 38592) 302 / 2 x 84 = 12684 pairs = 192 x 66 + 12, 4 ranges would save at
+    most 0.75 / 193 = 0.39%: unsplit; P = 4 (M = 9648) 3192 = 48 x 66 + 24, 2 ranges, at most
+    0.5 / 49 = 1.0%: split; P = 8 (M = 4824) 1596 = 24 x 66 + 12, 4 ranges, 3%: split."""
+    from h3cupy.ops import gemm
+
+    assert gemm.TAIL_MIN_GAIN == 0.005
+    assert gemm.tail_split_counts(12684, 66, 84) == (1, 66, 0)
+    assert gemm.tail_split_counts(3192, 66, 84) == (2, 66, 24)
+    assert gemm.tail_split_counts(1596, 66, 84) == (4, 66, 12)
+
+
 def test_tail_plan_layout(monkeypatch):
     """The tail split's workspace layout (gemm.tail_plan) at the FP8 out_proj's shape, residency
     fixed at the H200's: the caller's ready words first, the arrival counters and the partials in

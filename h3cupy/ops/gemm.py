@@ -366,6 +366,12 @@ def engine_grid(
 
 #: The most k-ranges one leftover tile is split into by tail_split_grid.
 TAIL_MAX_SPLITS = 4
+#: The least share of a launch the split may save for it to be taken: S ranges shorten the last
+#: round by at most (1 - 1 / S) of a unit's time, out of (full rounds + 1) units. The BF16
+#: pre-attention at P = 1 (M = 38592: 192 full rounds, at most 0.39%) read faster without the
+#: split in 7 of 9 runs (H100 and H200, sessions 21-22 and 30-31), at P = 4 (48 rounds, at most
+#: 1.0%) 3.5% faster with it (benchmarks/NOTES.md, session 31).
+TAIL_MIN_GAIN = 0.005
 #: Split-K of the last partial round (h3/gemm_sm90.cuh TailSplit) in the engine kernels built
 #: with it: the FP8 out_proj's and the MLP's FC2 (gated residual), the BF16 pre-attention, the
 #: FP8 pre-attention (both tile heights; its n192 pairs with
@@ -394,7 +400,8 @@ def tail_split_grid(
     TailSplit): the R = ``left`` tiles (pairs) left over for the persistent grid's last round
     (all of them when there are fewer tiles than resident clusters) run as S = min(4,
     clusters / R, k_tiles / 4) units over consecutive k-ranges, and the grid grows to hold them.
-    ``(1, engine_grid(...), 0)`` when there is no partial round or no room to split. ``wg``:
+    ``(1, engine_grid(...), 0)`` when there is no partial round, no room to split, or too
+    many full rounds for the split to save :data:`TAIL_MIN_GAIN` of the launch. ``wg``:
     consumer warpgroups (tiles of 64 * wg rows)."""
     units = _engine_units(m, n, tile_n, cluster, wg)
     resident = _engine_resident(kernel, cluster, smem, device, wg)
@@ -407,6 +414,8 @@ def tail_split_counts(units: int, resident: int, k_tiles: int) -> tuple[int, int
     tiles (pairs) on ``resident`` clusters."""
     r = units % resident if units >= resident else units
     s = min(TAIL_MAX_SPLITS, resident // r, k_tiles // 4) if r else 1
+    if s >= 2 and (1 - 1 / s) / (units // resident + 1) < TAIL_MIN_GAIN:
+        s = 1  # too many full rounds for the split to pay (TAIL_MIN_GAIN)
     if s < 2:
         return 1, min(units, resident), 0
     return s, min(resident, units - r + r * s), r
