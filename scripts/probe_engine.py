@@ -300,6 +300,7 @@ def main() -> None:
                     f, *_ = forms(op, m)
                     cases[op if op != "pre_attention" else "fp8_pre_attention"] = f["h3"]
                 cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
+                cases["bf16_gemm_o"] = bf16_gemm_form(m, 5376, 7168)
                 cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)
             elif args.ab in ("fg4", "fg2"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
