@@ -46,13 +46,11 @@ and its default with the tile order's first group 4 / 2 M-tile pairs instead of 
 (-DH3_FIRST_GROUP_M: 1024 / 512 first-round rows written by the consumers instead of 2048;
 scripts/spare_rows_model.py puts the spare rows' smallest slack at ~190 / ~40 us). Another order
 puts other tiles in the tail split's last round, so "same bytes" may read False there.
-``stagger`` (session 30): every cooperative engine kernel with warpgroup 2 starting its first
-unit 3 k-tiles after warpgroup 1 (-DH3_WG_STAGGER=3), so that the two warpgroups' epilogues
-overlap each other's MMAs instead of idling the tensor cores together (the same bytes; no
-untouched control: the define is the engine's).
 (Session 29's ``paoff`` / ``paoffcs0`` / ``paoffr1`` A/Bs, the Q/K math on the spare producer
 warps, and ``papacked``, the packed-word epilogue that is now the default, were removed in
-session 30 with what they measured: benchmarks/NOTES.md, "Session 30".)
+session 30 with what they measured; session 30's ``stagger``, warpgroup 2 starting 3 k-tiles
+after warpgroup 1, in session 31 (level on the ops, +0-0.8% on the plain bf16 GEMMs; its code
+is at commit 3699be2): benchmarks/NOTES.md, "Session 30" and "Session 31".)
 ``--energy`` adds bench_graphs' sustained windows: clock cycles and energy per call.
 """
 
@@ -81,7 +79,6 @@ AB = {
     "fg2": (("H3_FIRST_GROUP_M=2",), False),
     "panomath": (("H3_PA_NOMATH=1",), False),
     "pacs0": (("H3_PA_CS0=1",), False),
-    "stagger": (("H3_WG_STAGGER=3",), False),
     "paprefetch": (("H3_PA_CS_PREFETCH=1",), False),
 }
 
@@ -294,14 +291,6 @@ def main() -> None:
                 cases["fp8_pre_attention"] = f["h3"]
                 cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
                 cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)  # control: untouched
-            elif args.ab == "stagger":  # every cooperative engine kernel: no control
-                cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
-                for op in ("pre_attention", "out_proj", "mlp"):
-                    f, *_ = forms(op, m)
-                    cases[op if op != "pre_attention" else "fp8_pre_attention"] = f["h3"]
-                cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)
-                cases["bf16_gemm_o"] = bf16_gemm_form(m, 5376, 7168)
-                cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)
             elif args.ab in ("fg4", "fg2"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 cases["bf16_pre_attention"] = bf16_pre_attention_form(m)

@@ -350,9 +350,7 @@ struct TailSplit {
 };
 
 // Named barriers: 0 the CTA's, 1..3 each consumer warpgroup's own (epilogue stores, tail
-// arrivals), 8 the spare producer warps' (out_proj.cu); 15 the warpgroups' start stagger
-// (-DH3_WG_STAGGER, an A/B build).
-constexpr int kStaggerBar = 15;
+// arrivals), 8 the spare producer warps' (out_proj.cu).
 
 // bar.red.or over the `threads` threads of named barrier `id`: every one of them gets the OR of
 // their predicates (a barrier that also broadcasts one thread's decision).
@@ -835,23 +833,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         // NOTE: split units run fewer k-tiles; k_tiles is shadowed so that the loops below are
         // the measured ones for every other kernel.
         const int k_tiles = nk;
-#ifdef H3_WG_STAGGER
-        // -DH3_WG_STAGGER=L (an A/B build, scripts/probe_engine.py --ab stagger): warpgroup 2
-        // starts its first unit L k-tiles after warpgroup 1. Both wait on the same full
-        // barriers and share the tensor cores, so the lead should persist (bounded by the ring:
-        // the producer refills a stage only once both have released it) and each warpgroup's
-        // epilogue overlap the other's last or first k-tiles instead of both idling the tensor
-        // cores at once. Measured level on the ops, +1.3% on the plain bf16 GEMM (H100,
-        // benchmarks/NOTES.md session 30). L <= the ring's depth: warpgroup 1's first L stages
-        // are filled without any release, so the wait cannot deadlock.
-        if constexpr (kWG == 2) {
-          static_assert(H3_WG_STAGGER >= 1 && H3_WG_STAGGER <= S, "a lead within the ring");
-          if (tiles == 0) {
-            if (wg == 2) named_barrier_sync(kStaggerBar, 256);
-            if (wg == 1 && k_tiles == 0) named_barrier_arrive(kStaggerBar, 256);
-          }
-        }
-#endif
         tile_mn(t, tile, mp, nt);
         const int row0 = (mp * kCluster + rank) * Cfg::kBM + 64 * (wg - 1);
         // (before the fragments are live: in the first k-tile it spilled the loop counter)
@@ -892,14 +873,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
                                     hi | (blo + (Cfg::kStepBytes >> 4) * k), fresh ? k : 1);
           }
           wgmma_commit();
-#ifdef H3_WG_STAGGER
-          // (A/B build, see the stagger at the unit's start above) warpgroup 1 lets warpgroup 2
-          // start once it has issued its first unit's first H3_WG_STAGGER k-tiles.
-          if constexpr (kWG == 2) {
-            if (wg == 1 && tiles == 0 && kt == min(H3_WG_STAGGER, k_tiles) - 1)
-              named_barrier_arrive(kStaggerBar, 256);
-          }
-#endif
           if constexpr (kPf) {
             if (kt == 0) {
               if constexpr (kVec > 0) {

@@ -118,11 +118,6 @@ H3_DEVICE void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Arrive on named barrier `id` (of `threads` threads in all) without waiting for it.
-H3_DEVICE void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 // --- thread-block clusters (sm_90+) ---
 
 H3_DEVICE u32 cluster_rank() {
