@@ -186,21 +186,25 @@ def flags_for(m: int, k: int):
     from h3cupy.ops import gemm, out_proj
 
     words = []
-    for cluster in (1, 2):  # both FP8_CLUSTER settings (the tail split's layout differs)
+    old_from = gemm.FP8_OPS_CLUSTER2_FROM_M
+    for cluster in (1, 2):  # both cluster sizes (the tail split's layout differs)
         old, gemm.FP8_CLUSTER = gemm.FP8_CLUSTER, cluster
+        gemm.FP8_OPS_CLUSTER2_FROM_M = None
         try:
             words.append(out_proj._flags_words(m, k, True))
         finally:
-            gemm.FP8_CLUSTER = old
+            gemm.FP8_CLUSTER, gemm.FP8_OPS_CLUSTER2_FROM_M = old, old_from
     return torch.empty(max(words), dtype=torch.int32, device="cuda")
 
 
-def other_cluster(fn):
-    """``fn`` with the other ``gemm.FP8_CLUSTER`` (1 <-> 2: the FP8 192-column tiles on single
-    CTAs or in clusters of two multicasting the weight tile)."""
+def other_cluster(fn, now: int):
+    """``fn`` with the other cluster size than ``now``, its default's (1 <-> 2: the FP8
+    192-column tiles on single CTAs or in clusters of two multicasting the weight tile), through
+    ``gemm.FP8_CLUSTER`` with ``gemm.FP8_OPS_CLUSTER2_FROM_M`` off."""
     from h3cupy.ops import gemm
 
-    return with_setting(gemm, "FP8_CLUSTER", 3 - gemm.FP8_CLUSTER, fn)
+    fn = with_setting(gemm, "FP8_CLUSTER", 3 - now, fn)
+    return with_setting(gemm, "FP8_OPS_CLUSTER2_FROM_M", None, fn)
 
 
 def without_quant_launch(fn):
@@ -507,9 +511,13 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
         # the engine launched programmatically (launch.PDL, off by default), same run
         fns["h3_pdl"] = with_setting(launch, "PDL", True, fns["h3"])
     if other_clusters and op in ("pre_attention", "out_proj", "mlp"):
-        fns["h3_other_cluster"] = other_cluster(fns["h3"])
+        from h3cupy.ops import gemm
+
+        # (the FP8 pre-attention's default pairs run single CTAs whatever the setting)
+        now = gemm.fp8_ops_cluster(m) if op != "pre_attention" else gemm.FP8_CLUSTER
+        fns["h3_other_cluster"] = other_cluster(fns["h3"], now)
         if "engine" in fns:
-            fns["engine_other_cluster"] = other_cluster(fns["engine"])
+            fns["engine_other_cluster"] = other_cluster(fns["engine"], gemm.FP8_CLUSTER)
     return fns, args, chain, flops
 
 
@@ -669,10 +677,13 @@ def main() -> None:
                     f"{row['sustained_speedup_vs_gemm']:.2f}x GEMM(s)"
                 )
             if "h3_other_cluster_ms" in row:
-                other = 3 - gemm.FP8_CLUSTER
-                line = f"   FP8_CLUSTER = {other}: {row['h3_other_cluster_ms']:.3f} ms"
+                now = gemm.fp8_ops_cluster(m) if op != "pre_attention" else gemm.FP8_CLUSTER
+                line = f"   clusters of {3 - now}: {row['h3_other_cluster_ms']:.3f} ms"
                 if "engine_other_cluster_ms" in row:
-                    line += f", the plain engine GEMM {row['engine_other_cluster_ms']:.3f} ms"
+                    line += (
+                        f", the plain engine GEMM (clusters of {3 - gemm.FP8_CLUSTER}) "
+                        f"{row['engine_other_cluster_ms']:.3f} ms"
+                    )
                 print(line)
             for tile, what in TILE_FORMS.items():
                 if f"h3_tile_{tile}_ms" in row:

@@ -146,6 +146,22 @@ def test_tail_split_min_gain():
     assert gemm.tail_split_counts(1596, 66, 84) == (4, 66, 12)
 
 
+def test_fp8_ops_cluster(monkeypatch):
+    """The FP8 out_proj's and the MLP's cluster size by M (gemm.fp8_ops_cluster): single CTAs at
+    M <= 256, gemm.FP8_CLUSTER below gemm.FP8_OPS_CLUSTER2_FROM_M, clusters of two from there;
+    with the threshold off, FP8_CLUSTER above 256."""
+    from h3cupy.ops import gemm
+
+    assert gemm.FP8_CLUSTER == 1 and gemm.FP8_OPS_CLUSTER2_FROM_M == 16384
+    got = [gemm.fp8_ops_cluster(m) for m in (1, 256, 257, 4824, 9648, 16383, 16384, 38592)]
+    assert got == [1, 1, 1, 1, 1, 1, 2, 2]
+    monkeypatch.setattr(gemm, "FP8_CLUSTER", 2)
+    assert [gemm.fp8_ops_cluster(m) for m in (256, 257, 38592)] == [1, 2, 2]
+    monkeypatch.setattr(gemm, "FP8_CLUSTER", 1)
+    monkeypatch.setattr(gemm, "FP8_OPS_CLUSTER2_FROM_M", None)
+    assert [gemm.fp8_ops_cluster(m) for m in (256, 257, 38592, 149796)] == [1, 1, 1, 1]
+
+
 def test_tail_plan_layout(monkeypatch):
     """The tail split's workspace layout (gemm.tail_plan) at the FP8 out_proj's shape, residency
     fixed at the H200's: the caller's ready words first, the arrival counters and the partials in

@@ -30,6 +30,22 @@ def test_mlp_fp8(m, rng):
     assert not bad, "\n".join(bad)
 
 
+# NOTE: from gemm.FP8_OPS_CLUSTER2_FROM_M (16384) tokens on, FC1 and FC2 run clusters of two by
+# default (gemm.fp8_ops_cluster): 19296 (151 M-tile pairs) and 149796 (586 pairs, the last one's
+# second tile past M) run that path; the tests above run single CTAs.
+@pytest.mark.parametrize("fused", (True, False))
+def test_mlp_fp8_clusters_by_m(fused, rng, monkeypatch):
+    """M = 19296 (a production centre), y quantized in FC2's launch or apart: same checks."""
+    from h3cupy.ops import gemm, mlp
+
+    _need_sm90()
+    assert gemm.fp8_ops_cluster(19296) == 2
+    monkeypatch.setattr(mlp, "FUSED_QUANT", fused)
+    results = check_mlp_fp8(19296, rng)
+    bad = [r.row() for r in results if not r.passed]
+    assert not bad, "\n".join(bad)
+
+
 def test_mlp_fp8_largest_m(rng):
     """M = 149796 (the seed's largest; y alone is 4.3 GB, its element offsets pass 2^31): out and
     y on sampled rows against the reference, y_q / y_scale exact on 2048 sampled rows."""

@@ -169,7 +169,8 @@ def test_fp8_out_proj_tail_split(m, fused, split, rng, monkeypatch):
 
 # NOTE: gemm.FP8_CLUSTER's other setting (the tests above run the default, 1: the 128 x 192 tiles
 # on single CTAs, at M = 4824 1064 tiles = 8 rounds of 132 and 8 left, split into 4 k-ranges): 2,
-# clusters of two multicasting the weight tile (532 pairs = 8 x 66 + 4).
+# clusters of two multicasting the weight tile (532 pairs = 8 x 66 + 4). (At M = 38592 the tests
+# above run clusters of two: gemm.FP8_OPS_CLUSTER2_FROM_M.)
 @pytest.mark.parametrize("fused", (True, False))
 @pytest.mark.parametrize("m", (257, 4097, 4824))
 def test_fp8_out_proj_other_cluster(m, fused, rng, monkeypatch):

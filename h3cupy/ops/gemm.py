@@ -208,6 +208,26 @@ WGMMA_VARIANTS = (
 #: M = 4824, the out_proj 0-2.6% (NOTES.md). A module setting, so that tests and benchmarks can
 #: run both.
 FP8_CLUSTER = 1
+#: From this many tokens on, the FP8 out_proj and the MLP (FC1 and FC2) run their 192-column tiles
+#: in clusters of two whatever :data:`FP8_CLUSTER` says (:func:`fp8_ops_cluster`; None: FP8_CLUSTER
+#: at every M > 256). The multicast halves the weight tile's L2 traffic, which the single-launch
+#: forms' in-launch quantization competes for. Measured on an H100 (session 31, NOTES.md), clusters
+#: of two against single CTAs: the MLP +4.0 / +1.7-11% in graph replays at M = 19296 / 38592 and
+#: +5.5-6.4% sustained at 38592 with 10% less energy per call, the out_proj +0.4-3.7% in graph
+#: replays and +7-9% sustained at 38592; at M = 4824 the out_proj 3.3% slower and the MLP level, at
+#: 9648 both level to +1.4%.
+FP8_OPS_CLUSTER2_FROM_M = 16384
+
+
+def fp8_ops_cluster(m: int) -> int:
+    """Cluster size of the FP8 out_proj's and the MLP's tiles at ``m`` tokens: 1 at M <= 256
+    (128-column single CTAs), 2 from :data:`FP8_OPS_CLUSTER2_FROM_M` on, else
+    :data:`FP8_CLUSTER`."""
+    if m <= 256:
+        return 1
+    if FP8_OPS_CLUSTER2_FROM_M is not None and m >= FP8_OPS_CLUSTER2_FROM_M:
+        return 2
+    return FP8_CLUSTER
 
 
 #: The engine's default FP8 promotion mode, the same as the operators' kernels

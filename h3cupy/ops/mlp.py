@@ -45,7 +45,7 @@ FP8_MMA_FORMS = arch.FP8_MMA_FORMS
 #: y's per-token FP8 is a launch of its own (four). Read on the wgmma back end only.
 FUSED_QUANT = True
 #: FC1 with the prologue inside its launch (session 27; opt-in until measured): on sm_90a at
-#: M > 256 with :data:`h3cupy.ops.gemm.FP8_CLUSTER` = 1, the FC1 kernel
+#: M > 256 where :func:`h3cupy.ops.gemm.fp8_ops_cluster` is 1, the FC1 kernel
 #: (``mlp_fc1_fp8_n192_fused_sm90``) writes ``a_q`` and ``a_scale`` itself, with the prologue's
 #: arithmetic and reduction order (the same bytes), behind per-128-row-tile ready counters kept
 #: in ``workspace_flags`` right after FC2's (h3/norm_rows.cuh ``ProNormRows<true>``, as the FP8
@@ -56,7 +56,7 @@ FC1_FUSED_PROLOGUE = False
 def _fc1_ready(m: int) -> int:
     """The single-launch FC1's ready counters (words after FC2's in the flags), or 0 where FC1
     keeps the prologue launch (read on the wgmma back end only)."""
-    if not FC1_FUSED_PROLOGUE or m <= 256 or gemm.FP8_CLUSTER != 1:
+    if not FC1_FUSED_PROLOGUE or m <= 256 or gemm.fp8_ops_cluster(m) != 1:
         return 0
     return -(-m // 128)
 
@@ -194,8 +194,9 @@ def minimax_h3_mlp_fp8_sm120(
     else:  # 1. Prologue with per-token FP8 of a.
         launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "fp8", None, aq, asc, None)
     # 2. FC1 with the SwiGLU epilogue -> y.
-    # (mirrors mlp.cu: n192 above M = 256, in clusters of gemm.FP8_CLUSTER; n128 single CTAs)
-    cluster = gemm.FP8_CLUSTER if m > 256 else 1
+    # (mirrors mlp.cu: n192 above M = 256, in clusters of gemm.fp8_ops_cluster(m); n128 single
+    # CTAs)
+    cluster = gemm.fp8_ops_cluster(m)
     tile_n = 192 if m > 256 else 128
     tiles = "" if m <= 256 else "_x2" if cluster == 2 else "_n192"
     fused1 = "_fused" if fc1_ready else ""

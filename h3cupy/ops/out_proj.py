@@ -74,7 +74,7 @@ def plan_fp8_gemm_wgmma(
     tail split follows :data:`h3cupy.ops.gemm.TAIL_SPLIT`. ``extra_ready``: words reserved (and
     zeroed) right after this GEMM's ready counters, ahead of the tail split's, for another launch
     of the op (the MLP's single-launch FC1: its own ready counters)."""
-    cluster = gemm.FP8_CLUSTER if m > 256 else 1
+    cluster = gemm.fp8_ops_cluster(m)
     tile_n = 192 if m > 256 else 128
     tiles = "" if m <= 256 else "_x2" if cluster == 2 else "_n192"
     name = f"h3::out_proj_fp8{'_fused' if fused else ''}{tiles}_sm90"
