@@ -513,9 +513,14 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
     if other_clusters and op in ("pre_attention", "out_proj", "mlp"):
         from h3cupy.ops import gemm
 
-        # (the FP8 pre-attention's default pairs run single CTAs whatever the setting)
-        now = gemm.fp8_ops_cluster(m) if op != "pre_attention" else gemm.FP8_CLUSTER
-        fns["h3_other_cluster"] = other_cluster(fns["h3"], now)
+        if op == "pre_attention":  # its n192 pairs' single launch: pre_attention.FP8_PAIR_CLUSTER
+            from h3cupy.ops import pre_attention
+
+            fns["h3_other_cluster"] = with_setting(
+                pre_attention, "FP8_PAIR_CLUSTER", 3 - pre_attention.FP8_PAIR_CLUSTER, fns["h3"]
+            )
+        else:
+            fns["h3_other_cluster"] = other_cluster(fns["h3"], gemm.fp8_ops_cluster(m))
         if "engine" in fns:
             fns["engine_other_cluster"] = other_cluster(fns["engine"], gemm.FP8_CLUSTER)
     return fns, args, chain, flops
@@ -599,7 +604,8 @@ def main() -> None:
         "--other-cluster",
         action="store_true",
         help="also time each FP8 op (and the out_proj's plain engine GEMM) with the other"
-        " gemm.FP8_CLUSTER (1 <-> 2)",
+        " cluster size (1 <-> 2: gemm.FP8_CLUSTER / fp8_ops_cluster, the FP8 pre-attention's"
+        " pre_attention.FP8_PAIR_CLUSTER)",
     )
     ap.add_argument(
         "--energy",
@@ -677,7 +683,13 @@ def main() -> None:
                     f"{row['sustained_speedup_vs_gemm']:.2f}x GEMM(s)"
                 )
             if "h3_other_cluster_ms" in row:
-                now = gemm.fp8_ops_cluster(m) if op != "pre_attention" else gemm.FP8_CLUSTER
+                from h3cupy.ops import pre_attention
+
+                now = (
+                    pre_attention.FP8_PAIR_CLUSTER
+                    if op == "pre_attention"
+                    else gemm.fp8_ops_cluster(m)
+                )
                 line = f"   clusters of {3 - now}: {row['h3_other_cluster_ms']:.3f} ms"
                 if "engine_other_cluster_ms" in row:
                     line += (

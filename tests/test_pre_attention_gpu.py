@@ -409,6 +409,69 @@ def test_fp8_pre_attention_fused_prologue_same_bits(m, rng, monkeypatch):
             assert np.array_equal(a, b), f"{name} differs ({attempt})"
 
 
+# The single launch in clusters of two (pre_attention.FP8_PAIR_CLUSTER = 2, opt-in): both CTAs of
+# a cluster run the same pairs on vertically adjacent M-tiles and multicast the weight tiles;
+# M = 257 (3 M-tiles) and 4097 (33) leave the last cluster's second tile entirely past M.
+@pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
+@pytest.mark.parametrize("m", (257, 4097, 4824))
+def test_fp8_pre_attention_pair_cluster(m, out_mode, rng, monkeypatch):
+    """The clustered single launch against the reference consuming its own act_q / act_scale
+    (SPEC §8), every out mode; at M = 4824 also a second eager run and a CUDA-graph replay,
+    bytewise."""
+    from h3cupy.ops import pre_attention
+
+    _need_sm90()
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER", 2)
+    results = check_pre_attention_fp8(m, out_mode, rng, graph=m == 4824)
+    assert_passed(results)
+
+
+@pytest.mark.parametrize("m", (4097, 38592))
+def test_fp8_pre_attention_pair_cluster_same_bits(m, rng, monkeypatch):
+    """Clusters of two change where the operands come from, not the arithmetic: act_q,
+    act_scale and q / k / v have the single CTAs' bytes (the kernel the op asks for is checked
+    too)."""
+    from h3cupy.core import jit
+    from h3cupy.ops import pre_attention
+    from h3cupy.testing import download, poison
+    from h3cupy.verify import fp8_pre_attention_runner
+
+    _need_sm90()
+    *_, act_q, act_scale, op = fp8_pre_attention_runner(m, "bf16", rng)
+    names = []
+    real = jit.get_kernel
+
+    def spy(spec, name, *args, **kwargs):
+        names.append(name)
+        return real(spec, name, *args, **kwargs)
+
+    monkeypatch.setattr(jit, "get_kernel", spy)
+    import cupy
+
+    outs = {n: cupy.empty_like(t) for n, t in zip("qkv", op()[:3], strict=True)}
+
+    def run():
+        poison(act_q, act_scale, *outs.values())
+        res = op(**outs)
+        return [download(t).view(np.uint16) for t in res[:3]] + [
+            download(act_q),
+            download(act_scale).view(np.uint32),
+        ]
+
+    names.clear()
+    want = run()  # single CTAs (the default)
+    assert any("n192_fused_sm90" in n for n in names), names
+    names.clear()
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER", 2)
+    got = run()
+    assert any("n192_fused_x2_sm90" in n for n in names), names
+    for name, a, b in zip(("q", "k", "v", "act_q", "act_scale"), want, got, strict=True):
+        assert np.array_equal(a, b), f"{name} differs"
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER", 3)
+    with pytest.raises(ValueError, match=r"FP8_PAIR_CLUSTER: expected 1 or 2, got 3"):
+        op()
+
+
 def test_fp8_pre_attention_tail_split_takes_two_launches(rng, monkeypatch):
     """With the pairs' tail split (pre_attention.FP8_PAIR_TAIL_SPLIT) the op takes the two
     launches even under FP8_FUSED_PROLOGUE (the single launch has no tail split): the prologue

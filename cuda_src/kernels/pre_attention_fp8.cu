@@ -94,24 +94,32 @@ H3_PA8_N192(pre_attention_fp8_n192_tail_sm90, true)
 // the spare producer warps the rest, published per 128-row tile), instead of a prologue launch
 // before it; the epilogue reads act_scale through L2 (EpiPreAttnPair<kOut, true>). The same
 // bytes as the two launches: the prologue's arithmetic and reduction order.
-template <int kOut>
-__global__ void __launch_bounds__(384, 1) pre_attention_fp8_n192_fused_sm90(
-    H3_PA8_PARAMS, const bf16_t* __restrict__ x, const bf16_t* __restrict__ x_w,
-    const bf16_t* __restrict__ ada_scale, const bf16_t* __restrict__ ada_shift,
-    long long table_stride, long long rows, const void* __restrict__ ada_index, int index_is_64,
-    float eps, u8* act_q, u32* tile_rows) {
-  const EpiPreAttnQkv<kOut, WgYRowColT<true>> epi{
-      {q_w, k_w, cs, nullptr, 0, cs_rows, M, 1, qk_eps}, {act_scale, w_scale},
-      {&desc_q, &desc_k, &desc_v}, {sf_q, sf_k, sf_v}, {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}};
-  const EpiPreAttnPair<kOut, true> pair{epi};
-  // (act_scale: the epilogue's read pointer, written through the same pointer here)
-  const ProNormRows<true> pro{{tile_rows, M},      x,   x_w,     ada_scale,
-                              ada_shift,           table_stride, rows, ada_index,
-                              index_is_64,         eps, act_q,   const_cast<float*>(act_scale)};
-  gemm_sm90_body<1, 192, kOpsFp8Promote, 1, EpiPreAttnPair<kOut, true>, false, ProNormRows<true>,
-                 2, false, false>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, pair, pro, 1,
-                                  {tail_part, tail_count, tail_splits});
-}
+#define H3_PA8_N192_FUSED(NAME, CLUSTER_ATTR, CLUSTER)                                        \
+  template <int kOut>                                                                          \
+  __global__ void CLUSTER_ATTR __launch_bounds__(384, 1) NAME(                                 \
+      H3_PA8_PARAMS, const bf16_t* __restrict__ x, const bf16_t* __restrict__ x_w,             \
+      const bf16_t* __restrict__ ada_scale, const bf16_t* __restrict__ ada_shift,              \
+      long long table_stride, long long rows, const void* __restrict__ ada_index,              \
+      int index_is_64, float eps, u8* act_q, u32* tile_rows) {                                 \
+    const EpiPreAttnQkv<kOut, WgYRowColT<true>> epi{                                           \
+        {q_w, k_w, cs, nullptr, 0, cs_rows, M, 1, qk_eps}, {act_scale, w_scale},               \
+        {&desc_q, &desc_k, &desc_v}, {sf_q, sf_k, sf_v},                                       \
+        {{sp_q, sh_q}, {sp_k, sh_k}, {sp_v, sh_v}}};                                           \
+    const EpiPreAttnPair<kOut, true> pair{epi};                                                \
+    /* (act_scale: the epilogue's read pointer, written through the same pointer here) */      \
+    const ProNormRows<true> pro{{tile_rows, M},      x,   x_w,     ada_scale,                  \
+                                ada_shift,           table_stride, rows, ada_index,            \
+                                index_is_64,         eps, act_q,   const_cast<float*>(act_scale)}; \
+    gemm_sm90_body<1, 192, kOpsFp8Promote, CLUSTER, EpiPreAttnPair<kOut, true>, false,         \
+                   ProNormRows<true>, 2, false, false>(desc_a, desc_b, M, 3 * kPaKindCols,     \
+                                                       k_bytes, pair, pro, 1,                  \
+                                                       {tail_part, tail_count, tail_splits});  \
+  }
+// The single launch (pre_attention.FP8_FUSED_PROLOGUE) on single CTAs, and in clusters of two
+// multicasting the weight tiles (pre_attention.FP8_PAIR_CLUSTER; both CTAs run the same pairs).
+H3_PA8_N192_FUSED(pre_attention_fp8_n192_fused_sm90, , 1)
+H3_PA8_N192_FUSED(pre_attention_fp8_n192_fused_x2_sm90, H3_CLUSTER_X2, 2)
+#undef H3_PA8_N192_FUSED
 
 #undef H3_PA8_KERNEL
 #undef H3_PA8_EPI

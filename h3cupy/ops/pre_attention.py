@@ -49,7 +49,16 @@ PRE_ATTENTION_FP8 = jit.ModuleSpec(
     tuple(
         f"h3::pre_attention_fp8{c}_sm90<{mode}>"
         for mode in range(3)
-        for c in ("_x2", "_m192_x2", "_m192", "_n192", "_n192_tail", "_n192_fused", "")
+        for c in (
+            "_x2",
+            "_m192_x2",
+            "_m192",
+            "_n192",
+            "_n192_tail",
+            "_n192_fused",
+            "_n192_fused_x2",
+            "",
+        )
     ),
 )
 OUT_MODES = ("bf16", "e4m3", "nvfp4")
@@ -107,6 +116,13 @@ FP8_PAIR_TAIL_SPLIT = False
 #: The other tiles, and the pairs with :data:`FP8_PAIR_TAIL_SPLIT` (the single launch has no
 #: tail split), keep the two launches.
 FP8_FUSED_PROLOGUE = True
+#: Cluster size of the ``"n192"`` pairs' single launch (:data:`FP8_FUSED_PROLOGUE`; the two
+#: launches keep single CTAs): 1 (default), single CTAs; 2 (session 31, opt-in until measured on
+#: the GPU), clusters of two on vertically adjacent M-tiles that run the same pairs and multicast
+#: each weight tile between them (kernel ``pre_attention_fp8_n192_fused_x2_sm90``): 37% fewer L2
+#: bytes per FLOP, the change that made the out_proj and the MLP 5-9% faster sustained at
+#: M = 38592 on an H100 (:data:`h3cupy.ops.gemm.FP8_OPS_CLUSTER2_FROM_M`).
+FP8_PAIR_CLUSTER = 1
 #: The BF16 op's epilogue on its 128 x 256 tiles (M > 256, sm_90a), a module setting so that tests
 #: and benchmarks can run both forms in one process:
 #:
@@ -545,7 +561,15 @@ def minimax_h3_fp8_pre_attention(
     tile = FP8_TILE if large else "small"
     pairs = tile == "n192"
     wg = 3 if tile == "m192" else 2  # consumer warpgroups
-    cluster = gemm.FP8_CLUSTER if tile == "m192" else 2 if tile == "m128" else 1
+    # (an explicit FP8_PAIR_TAIL_SPLIT takes the two launches: the single launch has no tail split)
+    fused = bool(FP8_FUSED_PROLOGUE) and pairs and not FP8_PAIR_TAIL_SPLIT
+    if FP8_PAIR_CLUSTER not in (1, 2):
+        raise ValueError(
+            f"pre_attention.FP8_PAIR_CLUSTER: expected 1 or 2, got {FP8_PAIR_CLUSTER!r}; set one"
+            " of them (see its docstring)"
+        )
+    cluster = {"m192": gemm.FP8_CLUSTER, "m128": 2, "n192": FP8_PAIR_CLUSTER if fused else 1}
+    cluster = cluster.get(tile, 1)
     tile_n = 192 if pairs else 128
     suffix = {
         "small": "",
@@ -553,9 +577,8 @@ def minimax_h3_fp8_pre_attention(
         "m128": "_x2",
         "m192": f"_m192{'_x2' if cluster == 2 else ''}",
     }[tile]
-    # (an explicit FP8_PAIR_TAIL_SPLIT takes the two launches: the single launch has no tail split)
-    fused = bool(FP8_FUSED_PROLOGUE) and pairs and not FP8_PAIR_TAIL_SPLIT
-    name = f"h3::pre_attention_fp8{suffix}{'_fused' if fused else ''}_sm90<{mode}>"
+    fuse_x2 = ("_fused" if fused else "") + ("_x2" if fused and cluster == 2 else "")
+    name = f"h3::pre_attention_fp8{suffix}{fuse_x2}_sm90<{mode}>"
     kernel = jit.get_kernel(PRE_ATTENTION_FP8, name, target)
     desc_a = gemm._tensor_map(aq.ptr, "uint8", D, m, D, 64 * wg)
     desc_b = gemm._tensor_map(wq.ptr, "uint8", D, QKV_ROWS, D, tile_n // cluster)

@@ -139,9 +139,10 @@ H3_MEMBER_OR(EpiStagingBoxes, kStagingBoxes)
 // back to back (the tile order is over those pairs; the column-tile count must be even), so an
 // epilogue can carry state from the first tile of a pair to the second through its vector area
 // (the FP8 pre-attention's 192-column tiles: a head straddles the pair's two tiles). Cooperative
-// schedule, single CTAs, no split-K. With the tail split (kTail), the last round's pairs run in
+// schedule, no split-K. With the tail split (kTail, single CTAs), the last round's pairs run in
 // k-ranges of both tiles, and one warpgroup runs both of a pair's epilogues (gemm_sm90_body's
-// pair_iter).
+// pair_iter). In clusters of two (no tail split) both CTAs run the same pairs, on vertically
+// adjacent M-tiles, and multicast each weight tile between them.
 H3_MEMBER_OR(EpiPairN, kPairN)
 
 // 8 KiB boxes of epilogue staging per consumer warpgroup (without full staging): 2, stored in
@@ -385,8 +386,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   constexpr bool kPf = EpiPrefetches<Epi, false>::value;
   constexpr int kVec = EpiVecBytes<Epi, 0>::value;
   constexpr bool kPair = EpiPairN<Epi, false>::value;
-  static_assert(!kPair || (kCluster == 1 && !kPingPong && !kSplitK),
-                "N-tile pairs: single CTAs, cooperative schedule, no split-K");
+  static_assert(!kPair || ((kCluster == 1 || !kTail) && !kPingPong && !kSplitK),
+                "N-tile pairs: cooperative schedule, no split-K; clusters without the tail split");
   static_assert(kVec == 0 || (!kPingPong && !kSplitK), "epilogue vectors: cooperative, no split-K");
   static_assert(!kPf || !kPingPong, "epilogue prefetch: cooperative schedule only");
   static_assert(!kPingPong || kWG == 2, "ping-pong: two consumer warpgroups");
