@@ -11,7 +11,11 @@ form (``--bf16``: those two only), the out_proj in its single-launch and two-lau
 the MLP (three launches, y quantized inside FC2's launch), at M = 3000 (24 row tiles; the
 out_proj's first round reads rows 0..1023). ``--fp8``: the FP8 pre-attention's single launch
 only (pre_attention.FP8_FUSED_PROLOGUE). ``--mlp``: the MLP with FC1's single launch
-(mlp.FC1_FUSED_PROLOGUE) and without it. See memcheck_gemm.py for --report-api-errors.
+(mlp.FC1_FUSED_PROLOGUE) and without it. ``--clusters`` (session 31): at M = 2900 (23 row
+tiles: the last cluster's second tile lies past M) the FP8 out_proj in both forms and the MLP
+in clusters of two (gemm.FP8_OPS_CLUSTER2_FROM_M lowered to M), and the FP8 pre-attention's
+single launch in clusters (pre_attention.FP8_PAIR_CLUSTER = 2), 3 out modes. See
+memcheck_gemm.py for --report-api-errors.
 """
 
 from __future__ import annotations
@@ -55,6 +59,29 @@ def fp8_pre_attention_single_launch(m: int, rng) -> None:
         pre_attention.FP8_FUSED_PROLOGUE = default
 
 
+def clustered(m: int, rng) -> None:
+    """The FP8 out_proj (single launch and two launches) and the MLP on clusters of two, and the
+    FP8 pre-attention's single launch in clusters, every out mode (``--clusters``)."""
+    from h3cupy.ops import gemm
+
+    old = gemm.FP8_OPS_CLUSTER2_FROM_M, pre_attention.FP8_PAIR_CLUSTER
+    gemm.FP8_OPS_CLUSTER2_FROM_M, pre_attention.FP8_PAIR_CLUSTER = m, 2
+    try:
+        host = inputs.out_proj_inputs(m, rows=9, rng=rng)
+        wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
+        args = [cupy.asarray(host["attn_out"]), cupy.asarray(wq), cupy.asarray(wsc)]
+        args += [cupy.asarray(host[x]) for x in ("gate", "gate_index", "residual")]
+        for fused in (True, False):
+            out_proj.FUSED_QUANT = fused
+            out_proj.minimax_h3_fp8_out_proj(*args)
+        out_proj.FUSED_QUANT = True
+        _, _, dev, weights = mlp_fp8_operands(m, rng)
+        mlp.minimax_h3_mlp_fp8_sm120(*dev.values(), *weights)
+        fp8_pre_attention_single_launch(m, rng)
+    finally:
+        gemm.FP8_OPS_CLUSTER2_FROM_M, pre_attention.FP8_PAIR_CLUSTER = old
+
+
 def mlp_fc1_single_launch(m: int, rng) -> None:
     """The MLP with FC1's prologue inside its launch (mlp.FC1_FUSED_PROLOGUE, session 27; at
     M = 3000 the consumer warps write rows 0..1023 of a_q, the spare producer warps the rest),
@@ -78,6 +105,12 @@ def main() -> None:
         fp8_pre_attention_single_launch(m, rng)
         cupy.cuda.Device().synchronize()
         print(f"memcheck_ops: the FP8 pre-attention's single launch, 3 out modes at M = {m}")
+        return
+    if "--clusters" in sys.argv[1:]:
+        m = 2900
+        clustered(m, rng)
+        cupy.cuda.Device().synchronize()
+        print(f"memcheck_ops: the out_proj, MLP and FP8 pre-attention in clusters at M = {m}")
         return
     if "--mlp" in sys.argv[1:]:
         mlp_fc1_single_launch(m, rng)
