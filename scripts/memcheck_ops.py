@@ -59,6 +59,20 @@ def fp8_pre_attention_single_launch(m: int, rng) -> None:
         pre_attention.FP8_FUSED_PROLOGUE = default
 
 
+def out_proj_and_mlp(m: int, rng) -> None:
+    """The FP8 out_proj in its single-launch and two-launch forms, then the MLP (its default)."""
+    host = inputs.out_proj_inputs(m, rows=9, rng=rng)
+    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
+    args = [cupy.asarray(host["attn_out"]), cupy.asarray(wq), cupy.asarray(wsc)]
+    args += [cupy.asarray(host[x]) for x in ("gate", "gate_index", "residual")]
+    for fused in (True, False):
+        out_proj.FUSED_QUANT = fused
+        out_proj.minimax_h3_fp8_out_proj(*args)
+    out_proj.FUSED_QUANT = True
+    _, _, dev, weights = mlp_fp8_operands(m, rng)
+    mlp.minimax_h3_mlp_fp8_sm120(*dev.values(), *weights)
+
+
 def clustered(m: int, rng) -> None:
     """The FP8 out_proj (single launch and two launches) and the MLP on clusters of two, and the
     FP8 pre-attention's single launch in clusters, every out mode (``--clusters``)."""
@@ -67,16 +81,7 @@ def clustered(m: int, rng) -> None:
     old = gemm.FP8_OPS_CLUSTER2_FROM_M, pre_attention.FP8_PAIR_CLUSTER
     gemm.FP8_OPS_CLUSTER2_FROM_M, pre_attention.FP8_PAIR_CLUSTER = m, 2
     try:
-        host = inputs.out_proj_inputs(m, rows=9, rng=rng)
-        wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
-        args = [cupy.asarray(host["attn_out"]), cupy.asarray(wq), cupy.asarray(wsc)]
-        args += [cupy.asarray(host[x]) for x in ("gate", "gate_index", "residual")]
-        for fused in (True, False):
-            out_proj.FUSED_QUANT = fused
-            out_proj.minimax_h3_fp8_out_proj(*args)
-        out_proj.FUSED_QUANT = True
-        _, _, dev, weights = mlp_fp8_operands(m, rng)
-        mlp.minimax_h3_mlp_fp8_sm120(*dev.values(), *weights)
+        out_proj_and_mlp(m, rng)
         fp8_pre_attention_single_launch(m, rng)
     finally:
         gemm.FP8_OPS_CLUSTER2_FROM_M, pre_attention.FP8_PAIR_CLUSTER = old
@@ -130,16 +135,7 @@ def main() -> None:
         cupy.cuda.Device().synchronize()
         print(f"memcheck_ops: 2 BF16 paths run at M = {m}")
         return
-    host = inputs.out_proj_inputs(m, rows=9, rng=rng)
-    wq, wsc = formats.fp8_quantize_per_channel(host["o_weight"])
-    args = [cupy.asarray(host["attn_out"]), cupy.asarray(wq), cupy.asarray(wsc)]
-    args += [cupy.asarray(host[x]) for x in ("gate", "gate_index", "residual")]
-    for fused in (True, False):
-        out_proj.FUSED_QUANT = fused
-        out_proj.minimax_h3_fp8_out_proj(*args)
-    out_proj.FUSED_QUANT = True
-    _, _, dev, weights = mlp_fp8_operands(m, rng)
-    mlp.minimax_h3_mlp_fp8_sm120(*dev.values(), *weights)
+    out_proj_and_mlp(m, rng)
     cupy.cuda.Device().synchronize()
     print(f"memcheck_ops: 5 paths run at M = {m}")
 

@@ -28,6 +28,21 @@ def _need_sm90():
     need_sm90a("the pre-attention op")
 
 
+def _kernel_names(monkeypatch) -> list:
+    """The kernel names the op asks jit.get_kernel for from now on (appended as it runs)."""
+    from h3cupy.core import jit
+
+    names = []
+    real = jit.get_kernel
+
+    def spy(spec, name, *args, **kwargs):
+        names.append(name)
+        return real(spec, name, *args, **kwargs)
+
+    monkeypatch.setattr(jit, "get_kernel", spy)
+    return names
+
+
 @pytest.mark.parametrize("m", MS)
 def test_bf16_pre_attention(m, rng):
     """Every Ulysses degree P in {1, 2, 4, 8} on the same inputs."""
@@ -431,23 +446,15 @@ def test_fp8_pre_attention_pair_cluster_same_bits(m, rng, monkeypatch):
     """Clusters of two change where the operands come from, not the arithmetic: act_q,
     act_scale and q / k / v have the single CTAs' bytes (the kernel the op asks for is checked
     too)."""
-    from h3cupy.core import jit
+    import cupy
+
     from h3cupy.ops import pre_attention
     from h3cupy.testing import download, poison
     from h3cupy.verify import fp8_pre_attention_runner
 
     _need_sm90()
     *_, act_q, act_scale, op = fp8_pre_attention_runner(m, "bf16", rng)
-    names = []
-    real = jit.get_kernel
-
-    def spy(spec, name, *args, **kwargs):
-        names.append(name)
-        return real(spec, name, *args, **kwargs)
-
-    monkeypatch.setattr(jit, "get_kernel", spy)
-    import cupy
-
+    names = _kernel_names(monkeypatch)
     outs = {n: cupy.empty_like(t) for n, t in zip("qkv", op()[:3], strict=True)}
 
     def run():
@@ -477,20 +484,12 @@ def test_fp8_pre_attention_tail_split_takes_two_launches(rng, monkeypatch):
     launches even under FP8_FUSED_PROLOGUE (the single launch has no tail split): the prologue
     kernel is fetched and the single-launch kernel is not; without it, the single-launch kernel
     is. Checked by the kernels the op asks for, not by bytes."""
-    from h3cupy.core import jit
     from h3cupy.ops import pre_attention
     from h3cupy.verify import fp8_pre_attention_runner
 
     _need_sm90()
     *_, op = fp8_pre_attention_runner(4824, "bf16", rng)
-    names = []
-    real = jit.get_kernel
-
-    def spy(spec, name, *args, **kwargs):
-        names.append(name)
-        return real(spec, name, *args, **kwargs)
-
-    monkeypatch.setattr(jit, "get_kernel", spy)
+    names = _kernel_names(monkeypatch)
     monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", True)
     monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_SPLIT", True)
     op()
