@@ -187,13 +187,15 @@ case "$MODE" in
   s32-a)  # prepared in session 31 for the next call: the clustered FP8 single launch
           # (pre_attention.FP8_PAIR_CLUSTER = 2): its remaining tests, the clustered out_proj /
           # MLP / FP8 pre-attention under memcheck and synccheck (memcheck_ops.py --clusters),
-          # then its A/B twice at 9648 / 19296 / 38592 with the sustained figures
+          # the kernels cuBLAS runs for the baselines on this card (scripts/cublas_kernels.py),
+          # then the A/B twice at 9648 / 19296 / 38592 with the sustained figures
     run 150 "$OUT/tests.log" "${PYTEST[@]}" --durations=5 tests/test_pre_attention_gpu.py -k \
       "test_fp8_pre_attention_pair_cluster"
     for tool in memcheck synccheck; do
       run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
         --error-exitcode 3 python3 scripts/memcheck_ops.py --clusters
     done
+    run 60 "$OUT/cublas.log" python3 scripts/cublas_kernels.py --json "$OUT/cublas_kernels.json"
     for run_id in 1 2; do
       run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops pre_attention \
         --m 9648 19296 38592 --reps 10 --no-compile --other-cluster --energy \
