@@ -212,10 +212,11 @@ FP8_CLUSTER = 1
 #: in clusters of two whatever :data:`FP8_CLUSTER` says (:func:`fp8_ops_cluster`; None: FP8_CLUSTER
 #: at every M > 256). The multicast halves the weight tile's L2 traffic, which the single-launch
 #: forms' in-launch quantization competes for. Measured on an H100 (session 31, NOTES.md), clusters
-#: of two against single CTAs: the MLP +4.0 / +1.7-11% in graph replays at M = 19296 / 38592 and
-#: +5.5-6.4% sustained at 38592 with 10% less energy per call, the out_proj +0.4-3.7% in graph
-#: replays and +7-9% sustained at 38592; at M = 4824 the out_proj 3.3% slower and the MLP level, at
-#: 9648 both level to +1.4%.
+#: of two against single CTAs at M = 38592: the MLP +1.7 to +12% in graph replays, +5.8-6.8%
+#: sustained with 10-11% less energy per call; the out_proj -0.4 to +3.7% in graph replays, +8-10%
+#: sustained with 7% less energy. At 4824 the out_proj 3.3% slower and the MLP 0.3-1.6% slower, at
+#: 9648 level to +1.4%; the confirmation run at 19296 / 38592: out_proj -1.1 / +2.1%, MLP +1.6 /
+#: +5.0%.
 FP8_OPS_CLUSTER2_FROM_M = 16384
 
 
@@ -387,10 +388,11 @@ def engine_grid(
 #: The most k-ranges one leftover tile is split into by tail_split_grid.
 TAIL_MAX_SPLITS = 4
 #: The least share of a launch the split may save for it to be taken: S ranges shorten the last
-#: round by at most (1 - 1 / S) of a unit's time, out of (full rounds + 1) units. The BF16
-#: pre-attention at P = 1 (M = 38592: 192 full rounds, at most 0.39%) read faster without the
-#: split in 7 of 9 runs (H100 and H200, sessions 21-22 and 30-31), at P = 4 (48 rounds, at most
-#: 1.0%) 3.5% faster with it (benchmarks/NOTES.md, session 31).
+#: round by at most (1 - 1 / S) of a unit's time, out of (full rounds + 1) units. The rule rests
+#: on that count: the BF16 pre-attention at P = 1 (M = 38592: 192 full rounds, at most 0.39%)
+#: read 0.2-5.5% faster without the split in 7 of 9 runs, but that benchmark's identical forms
+#: spread ~5% there; at P = 4 (48 rounds, at most 1.0%) the split ran 3.5% faster in three runs
+#: (benchmarks/NOTES.md, sessions 30-31).
 TAIL_MIN_GAIN = 0.005
 #: Split-K of the last partial round (h3/gemm_sm90.cuh TailSplit) in the engine kernels built
 #: with it: the FP8 out_proj's and the MLP's FC2 (gated residual), the BF16 pre-attention, the

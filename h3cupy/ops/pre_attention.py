@@ -119,9 +119,11 @@ FP8_FUSED_PROLOGUE = True
 #: Cluster size of the ``"n192"`` pairs' single launch (:data:`FP8_FUSED_PROLOGUE`; the two
 #: launches keep single CTAs): 1 (default), single CTAs; 2 (session 31, opt-in until measured on
 #: the GPU), clusters of two on vertically adjacent M-tiles that run the same pairs and multicast
-#: each weight tile between them (kernel ``pre_attention_fp8_n192_fused_x2_sm90``): 37% fewer L2
-#: bytes per FLOP, the change that made the out_proj and the MLP 5-9% faster sustained at
-#: M = 38592 on an H100 (:data:`h3cupy.ops.gemm.FP8_OPS_CLUSTER2_FROM_M`).
+#: each weight tile between them (kernel ``pre_attention_fp8_n192_fused_x2_sm90``; the same
+#: output bytes): 37% fewer L2 bytes per FLOP, the change that made the out_proj and the MLP
+#: 6-10% faster sustained at M = 38592 on an H100 (:data:`h3cupy.ops.gemm.FP8_OPS_CLUSTER2_FROM_M`).
+#: Here measured on an H100 (benchmarks/NOTES.md, session 31): -2.0% at 19296 and +1.2 / +2.4%
+#: at 38592 in graph replays, +4% sustained at 38592; undecided.
 FP8_PAIR_CLUSTER = 1
 #: The BF16 op's epilogue on its 128 x 256 tiles (M > 256, sm_90a), a module setting so that tests
 #: and benchmarks can run both forms in one process:
@@ -568,8 +570,13 @@ def minimax_h3_fp8_pre_attention(
             f"pre_attention.FP8_PAIR_CLUSTER: expected 1 or 2, got {FP8_PAIR_CLUSTER!r}; set one"
             " of them (see its docstring)"
         )
-    cluster = {"m192": gemm.FP8_CLUSTER, "m128": 2, "n192": FP8_PAIR_CLUSTER if fused else 1}
-    cluster = cluster.get(tile, 1)
+    # (the n192 pairs: FP8_PAIR_CLUSTER in the single launch, single CTAs in the two launches)
+    if tile == "m192":
+        cluster = gemm.FP8_CLUSTER
+    elif tile == "m128":
+        cluster = 2
+    else:
+        cluster = FP8_PAIR_CLUSTER if fused else 1
     tile_n = 192 if pairs else 128
     suffix = {
         "small": "",
