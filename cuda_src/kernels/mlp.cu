@@ -142,23 +142,24 @@ struct EpiSwiglu {
       const __grid_constant__ TmaDesc desc_y, int M, int N, int k_bytes,               \
       const float *__restrict__ a_scale, const float *__restrict__ w_scale
 
-// M > 256 (clusters of two with gemm.FP8_CLUSTER = 2), 128 x 192 tiles (96 FFN columns each;
-// promoted FP8 at n192 measured ~1.3-1.5x the rate of n128 on the H200, NOTES.md). N = 28672 = 149 x 192 + 64: the last tile
-// column is a tail (B rows past N load as zeros; y columns past 14336 are not stored).
+// M > 256 (clusters of two where gemm.fp8_ops_cluster(M) = 2: the default from M = 16384 on),
+// 128 x 192 tiles (96 FFN columns each; promoted FP8 at n192 measured ~1.3-1.5x the rate of n128
+// on the H200, NOTES.md). N = 28672 = 149 x 192 + 64: the last tile column is a tail (B rows past
+// N load as zeros; y columns past 14336 are not stored).
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1) mlp_fc1_fp8_x2_sm90(H3_FC1_PARAMS) {
   const EpiSwiglu<H3_EPI_VEC(192)> epi{a_scale, w_scale, &desc_y, M, N};
   gemm_sm90_body<1, 192, kOpsFp8Promote, 2>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
-// M > 256 with gemm.FP8_CLUSTER = 1: the same 128 x 192 tiles on single CTAs.
+// M > 256 where gemm.fp8_ops_cluster(M) = 1: the same 128 x 192 tiles on single CTAs.
 __global__ void __launch_bounds__(384, 1) mlp_fc1_fp8_n192_sm90(H3_FC1_PARAMS) {
   const EpiSwiglu<H3_EPI_VEC(192)> epi{a_scale, w_scale, &desc_y, M, N};
   gemm_sm90_body<1, 192, kOpsFp8Promote, 1>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
-// The single launch (mlp.FC1_FUSED_PROLOGUE; M > 256 with gemm.FP8_CLUSTER = 1): the same 128 x
-// 192 single-CTA tiles, the prologue's rows of a (per-token FP8: a_q codes and a_scale) written
-// inside this launch by ProNormRows<true> (h3/norm_rows.cuh: the consumer warps the first
+// The single launch (mlp.FC1_FUSED_PROLOGUE; M > 256 where gemm.fp8_ops_cluster(M) = 1): the same
+// 128 x 192 single-CTA tiles, the prologue's rows of a (per-token FP8: a_q codes and a_scale)
+// written inside this launch by ProNormRows<true> (h3/norm_rows.cuh: the consumer warps the first
 // round's rows, the spare producer warps the rest, published per 128-row tile through
 // tile_rows), as the FP8 pre-attention's single launch does; the epilogue reads a_scale through
 // L2 (EpiSwiglu<192, true>). The same bytes as the prologue launch: its arithmetic and order.

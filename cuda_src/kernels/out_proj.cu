@@ -530,9 +530,9 @@ struct ProQuantRowsFp8 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at laun
                                                  {tail_part, tail_count, tail_splits});         \
   }
 
-// M > 256: 128 x 192 tiles, in clusters of two multicasting B (gemm.FP8_CLUSTER = 2) or on single
-// CTAs (1, the default); M <= 256: 128 x 128 tiles on single CTAs. Two-launch forms, then the
-// single-launch ones.
+// M > 256: 128 x 192 tiles, in clusters of two multicasting B (gemm.fp8_ops_cluster(M) = 2: the
+// default from M = 16384 on) or on single CTAs (1, the default below); M <= 256: 128 x 128 tiles
+// on single CTAs. Two-launch forms, then the single-launch ones.
 H3_OP_KERNEL(out_proj_fp8_x2_sm90, H3_CLUSTER_X2, 2, 192, H3_EPI_VEC(192), false, H3_OP_PARAMS,
              NoProducerHooks, H3_OP_NO_PRO)
 H3_OP_KERNEL(out_proj_fp8_n192_sm90, , 1, 192, H3_EPI_VEC(192), false, H3_OP_PARAMS,
