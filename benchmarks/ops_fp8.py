@@ -207,6 +207,14 @@ def other_cluster(fn, now: int):
     return with_setting(gemm, "FP8_OPS_CLUSTER2_FROM_M", None, fn)
 
 
+def cluster_now(op: str, m: int) -> int:
+    """The cluster size the op's default runs at M = m: the FP8 pre-attention's single launch
+    pre_attention.FP8_PAIR_CLUSTER, the out_proj's and the MLP's gemm.fp8_ops_cluster(m)."""
+    from h3cupy.ops import gemm, pre_attention
+
+    return pre_attention.FP8_PAIR_CLUSTER if op == "pre_attention" else gemm.fp8_ops_cluster(m)
+
+
 def without_quant_launch(fn):
     """``fn`` with its per-token FP8 quantization launch skipped (the out_proj's of attn_out, the
     MLP's of y): with workspaces that an earlier call filled, the rest of the two-launch op on
@@ -516,11 +524,12 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
         if op == "pre_attention":  # its n192 pairs' single launch: pre_attention.FP8_PAIR_CLUSTER
             from h3cupy.ops import pre_attention
 
+            other = 3 - cluster_now(op, m)
             fns["h3_other_cluster"] = with_setting(
-                pre_attention, "FP8_PAIR_CLUSTER", 3 - pre_attention.FP8_PAIR_CLUSTER, fns["h3"]
+                pre_attention, "FP8_PAIR_CLUSTER", other, fns["h3"]
             )
         else:
-            fns["h3_other_cluster"] = other_cluster(fns["h3"], gemm.fp8_ops_cluster(m))
+            fns["h3_other_cluster"] = other_cluster(fns["h3"], cluster_now(op, m))
         if "engine" in fns:
             fns["engine_other_cluster"] = other_cluster(fns["engine"], gemm.FP8_CLUSTER)
     return fns, args, chain, flops
@@ -683,14 +692,9 @@ def main() -> None:
                     f"{row['sustained_speedup_vs_gemm']:.2f}x GEMM(s)"
                 )
             if "h3_other_cluster_ms" in row:
-                from h3cupy.ops import pre_attention
-
-                now = (
-                    pre_attention.FP8_PAIR_CLUSTER
-                    if op == "pre_attention"
-                    else gemm.fp8_ops_cluster(m)
+                line = (
+                    f"   clusters of {3 - cluster_now(op, m)}: {row['h3_other_cluster_ms']:.3f} ms"
                 )
-                line = f"   clusters of {3 - now}: {row['h3_other_cluster_ms']:.3f} ms"
                 if "engine_other_cluster_ms" in row:
                     line += (
                         f", the plain engine GEMM (clusters of {3 - gemm.FP8_CLUSTER}) "
