@@ -209,10 +209,12 @@ def other_cluster(fn, now: int):
 
 def cluster_now(op: str, m: int) -> int:
     """The cluster size the op's default runs at M = m: the FP8 pre-attention's single launch
-    pre_attention.FP8_PAIR_CLUSTER, the out_proj's and the MLP's gemm.fp8_ops_cluster(m)."""
+    pre_attention.fp8_pair_cluster(m), the out_proj's and the MLP's gemm.fp8_ops_cluster(m)."""
     from h3cupy.ops import gemm, pre_attention
 
-    return pre_attention.FP8_PAIR_CLUSTER if op == "pre_attention" else gemm.fp8_ops_cluster(m)
+    if op == "pre_attention":
+        return pre_attention.fp8_pair_cluster(m)
+    return gemm.fp8_ops_cluster(m)
 
 
 def without_quant_launch(fn):
@@ -521,12 +523,13 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
     if other_clusters and op in ("pre_attention", "out_proj", "mlp"):
         from h3cupy.ops import gemm
 
-        if op == "pre_attention":  # its n192 pairs' single launch: pre_attention.FP8_PAIR_CLUSTER
+        if op == "pre_attention":  # its n192 pairs' single launch: fp8_pair_cluster(m)
             from h3cupy.ops import pre_attention
 
             other = 3 - cluster_now(op, m)
+            fn = with_setting(pre_attention, "FP8_PAIR_CLUSTER", other, fns["h3"])
             fns["h3_other_cluster"] = with_setting(
-                pre_attention, "FP8_PAIR_CLUSTER", other, fns["h3"]
+                pre_attention, "FP8_PAIR_CLUSTER2_FROM_M", None, fn
             )
         else:
             fns["h3_other_cluster"] = other_cluster(fns["h3"], cluster_now(op, m))
@@ -614,7 +617,7 @@ def main() -> None:
         action="store_true",
         help="also time each FP8 op (and the out_proj's plain engine GEMM) with the other"
         " cluster size (1 <-> 2: gemm.FP8_CLUSTER / fp8_ops_cluster, the FP8 pre-attention's"
-        " pre_attention.FP8_PAIR_CLUSTER)",
+        " pre_attention.fp8_pair_cluster)",
     )
     ap.add_argument(
         "--energy",

@@ -162,6 +162,27 @@ def test_fp8_ops_cluster(monkeypatch):
     assert [gemm.fp8_ops_cluster(m) for m in (256, 257, 38592, 149796)] == [1, 1, 1, 1]
 
 
+def test_fp8_pair_cluster(monkeypatch):
+    """The FP8 pre-attention single launch's cluster size by M (pre_attention.fp8_pair_cluster):
+    FP8_PAIR_CLUSTER below FP8_PAIR_CLUSTER2_FROM_M (32768: between 19296, where clusters read
+    slower, and 38592, where they read faster), clusters of two from there; FP8_PAIR_CLUSTER
+    everywhere with the threshold off; a bad FP8_PAIR_CLUSTER a ValueError at any M."""
+    from h3cupy.ops import pre_attention
+
+    assert pre_attention.FP8_PAIR_CLUSTER == 1
+    assert pre_attention.FP8_PAIR_CLUSTER2_FROM_M == 32768
+    got = [pre_attention.fp8_pair_cluster(m) for m in (4824, 9648, 19296, 32767, 32768, 38592)]
+    assert got == [1, 1, 1, 1, 2, 2]
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER", 2)
+    assert [pre_attention.fp8_pair_cluster(m) for m in (4824, 38592)] == [2, 2]
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER", 1)
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER2_FROM_M", None)
+    assert [pre_attention.fp8_pair_cluster(m) for m in (4824, 38592)] == [1, 1]
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER", 3)
+    with pytest.raises(ValueError, match=r"FP8_PAIR_CLUSTER: expected 1 or 2, got 3"):
+        pre_attention.fp8_pair_cluster(38592)
+
+
 def test_tail_plan_layout(monkeypatch):
     """The tail split's workspace layout (gemm.tail_plan) at the FP8 out_proj's shape, residency
     fixed at the H200's: the caller's ready words first, the arrival counters and the partials in

@@ -424,9 +424,10 @@ def test_fp8_pre_attention_fused_prologue_same_bits(m, rng, monkeypatch):
             assert np.array_equal(a, b), f"{name} differs ({attempt})"
 
 
-# The single launch in clusters of two (pre_attention.FP8_PAIR_CLUSTER = 2, opt-in): both CTAs of
-# a cluster run the same pairs on vertically adjacent M-tiles and multicast the weight tiles;
-# M = 257 (3 M-tiles) and 4097 (33) leave the last cluster's second tile entirely past M.
+# The single launch in clusters of two (pre_attention.FP8_PAIR_CLUSTER = 2 below
+# FP8_PAIR_CLUSTER2_FROM_M, the default from there): both CTAs of a cluster run the same pairs on
+# vertically adjacent M-tiles and multicast the weight tiles; M = 257 (3 M-tiles) and 4097 (33)
+# leave the last cluster's second tile entirely past M.
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
 @pytest.mark.parametrize("m", (257, 4097, 4824))
 def test_fp8_pre_attention_pair_cluster(m, out_mode, rng, monkeypatch):
@@ -445,7 +446,8 @@ def test_fp8_pre_attention_pair_cluster(m, out_mode, rng, monkeypatch):
 def test_fp8_pre_attention_pair_cluster_same_bits(m, rng, monkeypatch):
     """Clusters of two change where the operands come from, not the arithmetic: act_q,
     act_scale and q / k / v have the single CTAs' bytes (the kernel the op asks for is checked
-    too)."""
+    too). At M = 38592 the clusters are the default's (FP8_PAIR_CLUSTER2_FROM_M), and the single
+    CTAs are asked for with the threshold off."""
     import cupy
 
     from h3cupy.ops import pre_attention
@@ -465,11 +467,17 @@ def test_fp8_pre_attention_pair_cluster_same_bits(m, rng, monkeypatch):
             download(act_scale).view(np.uint32),
         ]
 
+    default = pre_attention.FP8_PAIR_CLUSTER2_FROM_M
+    assert pre_attention.fp8_pair_cluster(m) == (2 if m >= default else 1)
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER2_FROM_M", None)
     names.clear()
-    want = run()  # single CTAs (the default)
+    want = run()  # single CTAs
     assert any("n192_fused_sm90" in n for n in names), names
     names.clear()
-    monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER", 2)
+    if m >= default:  # the default's clusters
+        monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER2_FROM_M", default)
+    else:
+        monkeypatch.setattr(pre_attention, "FP8_PAIR_CLUSTER", 2)
     got = run()
     assert any("n192_fused_x2_sm90" in n for n in names), names
     for name, a, b in zip(("q", "k", "v", "act_q", "act_scale"), want, got, strict=True):

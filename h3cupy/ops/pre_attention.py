@@ -117,14 +117,37 @@ FP8_PAIR_TAIL_SPLIT = False
 #: tail split), keep the two launches.
 FP8_FUSED_PROLOGUE = True
 #: Cluster size of the ``"n192"`` pairs' single launch (:data:`FP8_FUSED_PROLOGUE`; the two
-#: launches keep single CTAs): 1 (default), single CTAs; 2 (session 31, opt-in until measured on
-#: the GPU), clusters of two on vertically adjacent M-tiles that run the same pairs and multicast
-#: each weight tile between them (kernel ``pre_attention_fp8_n192_fused_x2_sm90``; the same
-#: output bytes): 37% fewer L2 bytes per FLOP, the change that made the out_proj and the MLP
-#: 6-10% faster sustained at M = 38592 on an H100 (:data:`h3cupy.ops.gemm.FP8_OPS_CLUSTER2_FROM_M`).
-#: Here measured on an H100 (benchmarks/NOTES.md, session 31): -2.0% at 19296 and +1.2 / +2.4%
-#: at 38592 in graph replays, +4% sustained at 38592; undecided.
+#: launches keep single CTAs) below :data:`FP8_PAIR_CLUSTER2_FROM_M`: 1 (default), single CTAs;
+#: 2, clusters of two on vertically adjacent M-tiles that run the same pairs and multicast each
+#: weight tile between them (kernel ``pre_attention_fp8_n192_fused_x2_sm90``, session 31; the
+#: same output bytes): 37% fewer L2 bytes per FLOP. :func:`fp8_pair_cluster` gives the size a
+#: call at M tokens runs.
 FP8_PAIR_CLUSTER = 1
+#: From this many tokens on, the single launch runs clusters of two whatever
+#: :data:`FP8_PAIR_CLUSTER` says (None: FP8_PAIR_CLUSTER at every M). Measured on an H100
+#: (benchmarks/NOTES.md, sessions 31-32), clusters against single CTAs in graph replays: at
+#: M = 38592 +1.2 / +2.4 / +2.9 / +0.8% in four runs and 2.9-4.2% fewer cycles per call
+#: sustained in three; at 19296 -2.0 / -2.1 / -0.4%, at 9648 level. The threshold lies between
+#: the two centres measured either way (the out_proj's and the MLP's rule,
+#: :data:`h3cupy.ops.gemm.FP8_OPS_CLUSTER2_FROM_M`, starts at 16384: there the clusters were
+#: already level or faster at 19296).
+FP8_PAIR_CLUSTER2_FROM_M = 32768
+
+
+def fp8_pair_cluster(m: int) -> int:
+    """Cluster size of the FP8 pre-attention's single launch (the ``"n192"`` pairs) at ``m``
+    tokens: 2 from :data:`FP8_PAIR_CLUSTER2_FROM_M` on, else :data:`FP8_PAIR_CLUSTER` (checked:
+    1 or 2). Calls at M <= 256 run 128 x 128 single CTAs whatever this says."""
+    if FP8_PAIR_CLUSTER not in (1, 2):
+        raise ValueError(
+            f"pre_attention.FP8_PAIR_CLUSTER: expected 1 or 2, got {FP8_PAIR_CLUSTER!r}; set one"
+            " of them (see its docstring)"
+        )
+    if FP8_PAIR_CLUSTER2_FROM_M is not None and m >= FP8_PAIR_CLUSTER2_FROM_M:
+        return 2
+    return FP8_PAIR_CLUSTER
+
+
 #: The BF16 op's epilogue on its 128 x 256 tiles (M > 256, sm_90a), a module setting so that tests
 #: and benchmarks can run both forms in one process:
 #:
@@ -565,18 +588,14 @@ def minimax_h3_fp8_pre_attention(
     wg = 3 if tile == "m192" else 2  # consumer warpgroups
     # (an explicit FP8_PAIR_TAIL_SPLIT takes the two launches: the single launch has no tail split)
     fused = bool(FP8_FUSED_PROLOGUE) and pairs and not FP8_PAIR_TAIL_SPLIT
-    if FP8_PAIR_CLUSTER not in (1, 2):
-        raise ValueError(
-            f"pre_attention.FP8_PAIR_CLUSTER: expected 1 or 2, got {FP8_PAIR_CLUSTER!r}; set one"
-            " of them (see its docstring)"
-        )
-    # (the n192 pairs: FP8_PAIR_CLUSTER in the single launch, single CTAs in the two launches)
+    pair_cluster = fp8_pair_cluster(m)  # (checks FP8_PAIR_CLUSTER before any launch)
+    # (the n192 pairs: fp8_pair_cluster(m) in the single launch, single CTAs in the two launches)
     if tile == "m192":
         cluster = gemm.FP8_CLUSTER
     elif tile == "m128":
         cluster = 2
     else:
-        cluster = FP8_PAIR_CLUSTER if fused else 1
+        cluster = pair_cluster if fused else 1
     tile_n = 192 if pairs else 128
     suffix = {
         "small": "",
