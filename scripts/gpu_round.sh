@@ -109,6 +109,8 @@ h200_bars() {  # session 32, for an H200 (where every bar is stated): the BF16 p
     --json "$OUT/bench_pre_attention_2.json"
   smi_stop
   run 60 "$OUT/cublas.log" python3 scripts/cublas_kernels.py --json "$OUT/cublas_kernels.json"
+  python3 scripts/bars.py --pre "$OUT"/bench_pre_attention*.json --ops "$OUT/bench_ops_fp8.json" \
+    2>&1 | tee "$OUT/bars.txt"
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
