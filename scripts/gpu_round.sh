@@ -15,14 +15,17 @@
 # new / new-mlp: the mma.sync-back-end, NVFP4 and graph tests of the quantized ops; new-ops: the
 # quantized operators' tests.
 # bench / bench-ops: the benchmarks (engine and BF16 op / the W8A8 ops).
-# The NVRTC disk cache lives in .h3cache/ (ignored by git); its tarball is written to $OUT so a
-# later round can start warm (restore it with: tar xf h3cache.tar). Or fill it on the CPU machine
+# The NVRTC disk cache lives in .h3cache/ (ignored by git); unless it was carried, its tarball is
+# written to $OUT so a later round can start warm (restore it with: tar xf h3cache.tar). Or fill it on the CPU machine
 # with the device's NVRTC (scripts/prebuild_cache.py) and carry .h3cache to the device.
 set -u -o pipefail
 OUT=${OUT:-out}
 MODE=${1:-tests}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 H3CUPY_CACHE_DIR=$PWD/.h3cache H3CUPY_TEST_PINGPONG=1
+# a carried cache needs no tarball back (the device returns at most 8 files per call)
+carried=0
+[ -d .h3cache ] && carried=1
 [ -f "$OUT/../h3cache.tar" ] && tar xf "$OUT/../h3cache.tar"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   python3 -c 'import cupy, torch, numpy, ml_dtypes; print("cupy", cupy.__version__, "torch", torch.__version__, "numpy", numpy.__version__, "ml_dtypes", ml_dtypes.__version__)'
@@ -108,9 +111,9 @@ h200_bars() {  # session 32, for an H200 (where every bar is stated): the BF16 p
   run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
     --json "$OUT/bench_pre_attention_2.json"
   smi_stop
-  run 60 "$OUT/cublas.log" python3 scripts/cublas_kernels.py --json "$OUT/cublas_kernels.json"
+  run 60 "$OUT/bench.log" python3 scripts/cublas_kernels.py --json "$OUT/cublas_kernels.json"
   python3 scripts/bars.py --pre "$OUT"/bench_pre_attention*.json --ops "$OUT/bench_ops_fp8.json" \
-    2>&1 | tee "$OUT/bars.txt"
+    2>&1 | tee -a "$OUT/bench.log"
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
@@ -1544,5 +1547,5 @@ case "$MODE" in
     ;;
   *) echo "mode: expected tests, promo, ops-check, prefetch, final, final-check, m192, s5, s5-final, s5-probe, swapab, new, new-mlp, new-ops, selftest, bench or bench-ops, got $MODE"; exit 2 ;;
 esac
-tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
+[ "$carried" = 1 ] || tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
 exit $status
