@@ -125,9 +125,10 @@ FP8_FUSED_PROLOGUE = True
 FP8_PAIR_CLUSTER = 1
 #: From this many tokens on, the single launch runs clusters of two whatever
 #: :data:`FP8_PAIR_CLUSTER` says (None: FP8_PAIR_CLUSTER at every M). Measured on an H100
-#: (benchmarks/NOTES.md, sessions 31-32), clusters against single CTAs in graph replays: at
-#: M = 38592 +1.2 / +2.4 / +2.9 / +0.8% in four runs and 2.9-4.2% fewer cycles per call
-#: sustained in three; at 19296 -2.0 / -2.1 / -0.4%, at 9648 level. The threshold lies between
+#: (benchmarks/NOTES.md, sessions 31-32), clusters against single CTAs: at M = 38592 2.8-4.2%
+#: fewer cycles per call sustained in four runs of four, and +1.2 / +2.4 / +2.9 / +0.8 / -3.6%
+#: in five graph-replay runs (where two identical forms spread 3-5%); at 19296 -2.0 / -2.1 /
+#: -0.4% in graph replays, level sustained; at 9648 level. The threshold lies between
 #: the two centres measured either way (the out_proj's and the MLP's rule,
 #: :data:`h3cupy.ops.gemm.FP8_OPS_CLUSTER2_FROM_M`, starts at 16384: there the clusters were
 #: already level or faster at 19296).
