@@ -208,12 +208,23 @@ case "$MODE" in
     ;;
   s32-d)  # session 32: the FP8 mode-3 kernels running the next unit's first span under each
           # epilogue (-DH3_EPI_OVERLAP, probe_engine.py --ab overlap: the same bytes checked, then
-          # timed; above 1 favours the default) at 4824 / 38592, twice; then, on an H200, h200_bars
+          # timed; above 1 favours the default) at 4824 / 38592; then a second A/B run, or on an
+          # H200 the four ops against their chains
     run 150 "$OUT/bench.log" python3 scripts/probe_engine.py --ab overlap --m 4824 38592 \
       --reps 10 --json "$OUT/ab_overlap_1.json"
-    run 150 "$OUT/bench.log" python3 scripts/probe_engine.py --ab overlap --m 4824 38592 \
-      --reps 10 --json "$OUT/ab_overlap_2.json"
-    if is_h200; then h200_bars; fi
+    if is_h200; then  # (the BF16 op's second run and the sustained figures: s32-h200b)
+      smi_start
+      run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
+        --json "$OUT/bench_pre_attention.json"
+      run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --reps 10 --other-cluster \
+        --json "$OUT/bench_ops_fp8.json"
+      smi_stop
+      python3 scripts/bars.py --pre "$OUT/bench_pre_attention.json" \
+        --ops "$OUT/bench_ops_fp8.json" 2>&1 | tee -a "$OUT/bench.log"
+    else
+      run 150 "$OUT/bench.log" python3 scripts/probe_engine.py --ab overlap --m 4824 38592 \
+        --reps 10 --json "$OUT/ab_overlap_2.json"
+    fi
     ;;
   s32-c)  # session 32: h200_bars on an H200; on any other card, where the single-launch FP8
           # out_proj's quantization costs 7-10% at every M (H100 runs of sessions 31-32; the
