@@ -206,7 +206,9 @@ case "$MODE" in
       --json "$OUT/bench_pre_attention.json"
     smi_stop
     ;;
-  s32-d)  # session 32: the FP8 mode-3 kernels running the next unit's first span under each
+  s32-d)  # session 32 (ran at 7a7b6d4, where -DH3_EPI_OVERLAP and its A/B are; removed after
+          # it: the same bytes, 0-3% slower on an H100): the FP8 mode-3 kernels running the next
+          # unit's first span under each
           # epilogue (-DH3_EPI_OVERLAP, probe_engine.py --ab overlap: the same bytes checked, then
           # timed; above 1 favours the default) at 4824 / 38592; then a second A/B run, or on an
           # H200 the four ops against their chains

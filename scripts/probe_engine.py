@@ -51,10 +51,6 @@ warps, and ``papacked``, the packed-word epilogue that is now the default, were 
 session 30 with what they measured; session 30's ``stagger``, warpgroup 2 starting 3 k-tiles
 after warpgroup 1, in session 31 (level on the ops, +0-0.8% on the plain bf16 GEMMs; its code
 is at commit 3699be2): benchmarks/NOTES.md, "Session 30" and "Session 31".)
-``overlap`` (session 32): the FP8 kernels with promotion mode 3 running the next unit's first
-span under each unit's epilogue (-DH3_EPI_OVERLAP; the same bytes): the FP8 pre-attention's
-default, the MLP (FC1; FC2 runs the out_proj's kernel, which opts out), the plain FP8 QKV and O
-GEMMs, and the FP8 out_proj as a control (its epilogue opts out: its kernels are the default's).
 ``--energy`` adds bench_graphs' sustained windows: clock cycles and energy per call.
 """
 
@@ -84,7 +80,6 @@ AB = {
     "panomath": (("H3_PA_NOMATH=1",), False),
     "pacs0": (("H3_PA_CS0=1",), False),
     "paprefetch": (("H3_PA_CS_PREFETCH=1",), False),
-    "overlap": (("H3_EPI_OVERLAP=1",), False),
 }
 
 
@@ -113,7 +108,6 @@ def probe_specs(define="H3_ENGINE_PROBE=1", gemm_only: bool = False):
         pre_attention.PRE_ATTENTION_FP8: [
             "h3::pre_attention_fp8_n192_sm90<0>",
             "h3::pre_attention_fp8_n192_fused_sm90<0>",
-            "h3::pre_attention_fp8_n192_fused_x2_sm90<0>",
             "h3::pre_attention_fp8_m192_x2_sm90<0>",
             "h3::pre_attention_fp8_m192_sm90<0>",
             "h3::pre_attention_fp8_x2_sm90<0>",
@@ -297,12 +291,6 @@ def main() -> None:
                 cases["fp8_pre_attention"] = f["h3"]
                 cases["bf16_gemm_qkv"] = bf16_gemm_form(m, 21504, 5376)  # control: untouched
                 cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)  # control: untouched
-            elif args.ab == "overlap":  # the FP8 mode-3 kernels; the out_proj opts out (control)
-                for op in ("pre_attention", "mlp", "out_proj"):
-                    f, *_ = forms(op, m)
-                    cases[op if op != "pre_attention" else "fp8_pre_attention"] = f["h3"]
-                cases["fp8_gemm_qkv"] = fp8_gemm_form(m, 21504, 5376)
-                cases["fp8_gemm_o"] = fp8_gemm_form(m, 5376, 7168)
             elif args.ab in ("fg4", "fg2"):
                 cases["bf16_pre_attention_fused"] = bf16_pre_attention_form(m, fused=True)
                 cases["bf16_pre_attention"] = bf16_pre_attention_form(m)

@@ -39,9 +39,6 @@ template <bool kLiveScale, bool kAlpha = false, bool kResTma = false, int kVecCo
 struct EpiGatedResidual {
   static_assert(kVecCols == 0 || (kResTma && !kAlpha), "vectors: the residual by TMA, no alpha");
   static constexpr bool kPrefetch = kResTma;
-  // (-DH3_EPI_OVERLAP: the gate pairs, all loaded at once, need the span fragment's registers;
-  // with it live the 192-column kernels spilled 172 bytes)
-  static constexpr bool kNoOverlap = true;
   // [0, 4 kVecCols): w_scale of the tile's columns; then 64 gate indices (as given: 8 bytes each
   // when int64, else 4); then the 64 rows' act_scale (zeros past M; copied by prefetch, after
   // the tile's first k-tile has landed, so that in the single-launch form the rows' scales are

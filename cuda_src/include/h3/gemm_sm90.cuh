@@ -144,9 +144,6 @@ H3_MEMBER_OR(EpiStagingBoxes, kStagingBoxes)
 // pair_iter). In clusters of two (no tail split) both CTAs run the same pairs, on vertically
 // adjacent M-tiles, and multicast each weight tile between them.
 H3_MEMBER_OR(EpiPairN, kPairN)
-// An epilogue may declare `static constexpr bool kNoOverlap = true` to keep the next unit's first
-// k-tile out of its run (-DH3_EPI_OVERLAP): one that needs the span fragment's registers.
-H3_MEMBER_OR(EpiNoOverlap, kNoOverlap)
 
 // 8 KiB boxes of epilogue staging per consumer warpgroup (without full staging): 2, stored in
 // passes of 128 columns. A diagnostic build for kernels/gemm_wgmma.cu only (the pre-attention
@@ -252,7 +249,6 @@ __device__ unsigned long long h3_engine_probe[16];
 #define H3_EP_ADD(i, v) \
   if (threadIdx.x % 128 == 0) atomicAdd(&h3_engine_probe[i], static_cast<unsigned long long>(v))
 #define H3_EP_DECL(v) u64 v = 0
-#define H3_EP_ZERO(v) v = 0
 #define H3_EP_ACC(v, t0, t1) v += (t1) - (t0)
 #define H3_EP_ACC_IF(c, v, t0, t1) \
   if (c) v += (t1) - (t0)
@@ -260,7 +256,6 @@ __device__ unsigned long long h3_engine_probe[16];
 #define H3_EP_STAMP(t)
 #define H3_EP_ADD(i, v)
 #define H3_EP_DECL(v)
-#define H3_EP_ZERO(v)
 #define H3_EP_ACC(v, t0, t1)
 #define H3_EP_ACC_IF(c, v, t0, t1)
 #endif
@@ -402,19 +397,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   static_assert(!kSplitK || (kCluster == 1 && !kPingPong && kPromote == 0),
                 "split-K: single CTAs, cooperative schedule, no promotion");
   static_assert(!kTail || (!kSplitK && !kPingPong), "tail split: cooperative schedule, no split-K");
-  // kOverlap (-DH3_EPI_OVERLAP, an A/B build): with promotion mode 3 the span fragment is free
-  // once a tile's last span is added, so each consumer warpgroup issues the next tile's first
-  // span (warpgroup 2: its half span) into it before the tile's epilogue, and the tensor cores
-  // run those k-tiles under the epilogue's math and stores. The next iteration waits for them
-  // and adds them as its first span: the same sums in the same order (the same bytes). Issued
-  // right after the mainloop, so that the tail split's units that end without an epilogue
-  // (`continue`) leave them in flight too. Not with split-K, nor the pairs' tail split.
-#ifdef H3_EPI_OVERLAP
-  constexpr bool kOverlap = kPromote == 3 && kWG == 2 && !kSplitK && !kPingPong &&
-                            !(kPair && kTail) && !EpiNoOverlap<Epi, false>::value;
-#else
-  [[maybe_unused]] constexpr bool kOverlap = false;
-#endif
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kHook = ProducerSmem<Pro, 0>::value;
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster,
@@ -832,59 +814,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
       // kPair && kTail: whether this warpgroup is its tail pair's last arrival (set at sub 1,
       // read at sub 2)
       [[maybe_unused]] bool pair_fin = false;
-      // Issue the 4 k-steps of the ring's iteration g (a k-tile) into fragment f (scale_d = 0 on
-      // the first one when `fresh`); waits for the stage's TMA bytes first unless `full_wait` is
-      // false (kOverlap's issue when no unit follows: its result is never read). kt: the k-tile
-      // in its unit (the probe's head count).
-      H3_EP_DECL(ep_full);
-      H3_EP_DECL(ep_full_head);
-      auto issue_at = [&](float(&f)[Cfg::kAcc], int g, [[maybe_unused]] int kt, bool fresh,
-                          bool full_wait = true) {
-        const int s = g % S;
-        H3_EP_STAMP(fw0);
-#ifdef H3_ENGINE_PROBE
-        if (wg == 1 && leader) *reinterpret_cast<volatile u64*>(&ep_wait[s]) = fw0;
-#endif
-        if (full_wait) mbar_wait(&full[s], (g / S) & 1);
-        H3_EP_STAMP(fw1);
-        H3_EP_ACC(ep_full, fw0, fw1);
-        H3_EP_ACC_IF(kt < S, ep_full_head, fw0, fw1);
-        const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
-        const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
-        wgmma_fence();
-        // Each k-step's descriptors are the k-tile's plus the step's offset in 16-byte units
-        // (the start-address field cannot carry: shared addresses stay below 2^18), not rebuilt
-        // from the address per wgmma: ~9% fewer mainloop instructions; measured 1.2-5.7% faster
-        // FP8 kernels, the same bytes (benchmarks/NOTES.md session 19; the rebuilt form is at
-        // commit 9bb6908).
-        {
-          const u64 da = wgmma_desc_k128b(a_base), db = wgmma_desc_k128b(b_base);
-          const u64 hi = da & 0xffffffff00000000ull;  // the same in both (layout, no address)
-          const u32 alo = static_cast<u32>(da), blo = static_cast<u32>(db);
-#pragma unroll
-          for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
-            wgmma_step<kFmt, kBN>(f, hi | (alo + (Cfg::kStepBytes >> 4) * k),
-                                  hi | (blo + (Cfg::kStepBytes >> 4) * k), fresh ? k : 1);
-        }
-        wgmma_commit();
-      };
-      // kOverlap: the span fragment lives across units, and the next unit's first span is in
-      // flight in it when a unit's epilogue starts (and at every loop head: the first unit's is
-      // issued here), so that no path joins an in-flight fragment with a settled one (at such a
-      // join ptxas injects a wait: C7517)
-#ifdef H3_EPI_OVERLAP
-      float part_x[Cfg::kAcc];
-      // unit tn's first span (warpgroup 2: its half span) from the ring's iteration g on, where
-      // unit tn exists (else the same instructions on stage g without a wait, never read)
-      [[maybe_unused]] auto pre_issue = [&](int g, int tn) {
-        const bool nxt = live(tn);
-        int tile_n = 0, kt0_n = 0, nk_n = 0, part_n = 0;
-        if (nxt) unit(tn, tile_n, kt0_n, nk_n, part_n);
-        issue_at(part_x, g, 0, true, nxt);
-        if (wg == 1 && nk_n > 1) issue_at(part_x, g + 1, 1, false);
-      };
-      if constexpr (kOverlap) pre_issue(0, cluster_id);
-#endif
       // (the unit count is formed again at each test, from the opaque M: held across the
       // mainloop, it was the word ptxas spilled in the 192-row FP8 kernel with the tail split)
       H3_EP_STAMP(ep_start);
@@ -912,21 +841,47 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 #pragma unroll
         for (int i = 0; i < Cfg::kAcc; ++i) acc[i] = 0.f;
         const int it0 = it;
-        H3_EP_ZERO(ep_full);
-        H3_EP_ZERO(ep_full_head);
-        // issue(f, kt, fresh): issue_at for this unit's k-tile kt; after k-tile 0, the
-        // epilogue's operand prefetch (if any) starts.
-        [[maybe_unused]] auto prefetch_epi = [&]() {
-          if constexpr (kPf && kVec > 0) {
-            epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1], my_vec);
-          } else if constexpr (kPf) {
-            epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
-          }
-        };
+        // Issue the 4 k-steps of k-tile kt into fragment f (scale_d = 0 on the first one when
+        // `fresh`); waits for the stage's TMA bytes first. After k-tile 0, the epilogue's
+        // operand prefetch (if any) starts.
+        H3_EP_DECL(ep_full);
+        H3_EP_DECL(ep_full_head);
         auto issue = [&](float(&f)[Cfg::kAcc], int kt, bool fresh) {
-          issue_at(f, it0 + kt, kt, fresh);
+          const int s = (it0 + kt) % S;
+          H3_EP_STAMP(fw0);
+#ifdef H3_ENGINE_PROBE
+          if (wg == 1 && leader) *reinterpret_cast<volatile u64*>(&ep_wait[s]) = fw0;
+#endif
+          mbar_wait(&full[s], ((it0 + kt) / S) & 1);
+          H3_EP_STAMP(fw1);
+          H3_EP_ACC(ep_full, fw0, fw1);
+          H3_EP_ACC_IF(kt < S, ep_full_head, fw0, fw1);
+          const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
+          const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
+          wgmma_fence();
+          // Each k-step's descriptors are the k-tile's plus the step's offset in 16-byte units
+          // (the start-address field cannot carry: shared addresses stay below 2^18), not rebuilt
+          // from the address per wgmma: ~9% fewer mainloop instructions; measured 1.2-5.7% faster
+          // FP8 kernels, the same bytes (benchmarks/NOTES.md session 19; the rebuilt form is at
+          // commit 9bb6908).
+          {
+            const u64 da = wgmma_desc_k128b(a_base), db = wgmma_desc_k128b(b_base);
+            const u64 hi = da & 0xffffffff00000000ull;  // the same in both (layout, no address)
+            const u32 alo = static_cast<u32>(da), blo = static_cast<u32>(db);
+#pragma unroll
+            for (int k = 0; k < Cfg::kBKBytes / Cfg::kStepBytes; ++k)
+              wgmma_step<kFmt, kBN>(f, hi | (alo + (Cfg::kStepBytes >> 4) * k),
+                                    hi | (blo + (Cfg::kStepBytes >> 4) * k), fresh ? k : 1);
+          }
+          wgmma_commit();
           if constexpr (kPf) {
-            if (kt == 0) prefetch_epi();
+            if (kt == 0) {
+              if constexpr (kVec > 0) {
+                epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1], my_vec);
+              } else {
+                epi.template prefetch<kBN>(row0, nt * kBN, my_staging, &pf[wg - 1]);
+              }
+            }
           }
         };
         auto stage_of = [&](int kt) { return (it0 + kt) % S; };
@@ -964,11 +919,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           // tensor cores together; offset, one warpgroup's drain and add run while the other's
           // k-tiles are queued.
           constexpr int kSpan = kPromote == 3 ? 2 : 4;
-#ifdef H3_EPI_OVERLAP
-          float(&part)[Cfg::kAcc] = part_x;
-#else
           float part[Cfg::kAcc];
-#endif
           auto add_part = [&]() {
             fence_fragment(part);
 #pragma unroll
@@ -986,18 +937,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             add_part();
           };
           int kt = 0;
-#ifdef H3_EPI_OVERLAP
-          if constexpr (kOverlap) {  // k-tile 0 ran under the last epilogue
-            if constexpr (kPf) prefetch_epi();  // (issue's k-tile-0 prefetch, held back till now)
-            // (warpgroup 1: k-tiles 0 and 1, its first span; warpgroup 2: its half span)
-            const bool two = wg == 1 && k_tiles > 1;
-            wgmma_wait<0>();
-            release(stage_of(0));
-            if (two) release(stage_of(1));
-            add_part();
-            kt = two ? 2 : 1;
-          } else
-#endif
           if (wg == 2 && k_tiles > kSpan / 2) {
             short_span(0, kSpan / 2);
             kt = kSpan / 2;
@@ -1040,10 +979,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           }
         }
         it += k_tiles;
-#ifdef H3_EPI_OVERLAP
-        // the next unit's first span (every unit has k-tiles), under this unit's epilogue
-        if constexpr (kOverlap) pre_issue(it, t + clusters);
-#endif
         H3_EP_STAMP(ep1);
         H3_EP_ADD(0, ep1 - ep0);
         H3_EP_ADD(3, 1);
@@ -1095,9 +1030,6 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         H3_EP_ADD(2, ep3 - ep2);
         H3_EP_ADD(4, 1);
       }
-#ifdef H3_EPI_OVERLAP
-      if constexpr (kOverlap) wgmma_wait<0>();  // (the k-tile issued after the last unit)
-#endif
       if (leader) bulk_wait_all();  // the last TMA stores complete before the CTA exits
       H3_EP_STAMP(ep_end);
       H3_EP_ADD(5, ep_end - ep_start);
