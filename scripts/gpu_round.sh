@@ -103,16 +103,23 @@ h200_bars() {  # session 32, for an H200 (where every bar is stated): the BF16 p
                # runs), the kernels cuBLAS runs for the baselines on this card (s32-h200b has the
                # sustained figures)
   echo "== H200: the bars" | tee -a "$OUT/bench.log"
+  bars_once
+  smi_start
+  run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
+    --json "$OUT/bench_pre_attention_2.json"
+  smi_stop
+  run 60 "$OUT/bench.log" python3 scripts/cublas_kernels.py --json "$OUT/cublas_kernels.json"
+  python3 scripts/bars.py --pre "$OUT/bench_pre_attention_2.json" 2>&1 | tee -a "$OUT/bench.log"
+}
+bars_once() {  # session 32: the BF16 op (20 rounds) and the FP8 ops with both cluster sizes (10)
+               # at every centre against their chains, then scripts/bars.py's verdict on them
   smi_start
   run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
     --json "$OUT/bench_pre_attention.json"
   run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --reps 10 --other-cluster \
     --json "$OUT/bench_ops_fp8.json"
-  run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
-    --json "$OUT/bench_pre_attention_2.json"
   smi_stop
-  run 60 "$OUT/bench.log" python3 scripts/cublas_kernels.py --json "$OUT/cublas_kernels.json"
-  python3 scripts/bars.py --pre "$OUT"/bench_pre_attention*.json --ops "$OUT/bench_ops_fp8.json" \
+  python3 scripts/bars.py --pre "$OUT/bench_pre_attention.json" --ops "$OUT/bench_ops_fp8.json" \
     2>&1 | tee -a "$OUT/bench.log"
 }
 # Each mode fits in one device call (10 minutes).
@@ -215,14 +222,7 @@ case "$MODE" in
     run 150 "$OUT/bench.log" python3 scripts/probe_engine.py --ab overlap --m 4824 38592 \
       --reps 10 --json "$OUT/ab_overlap_1.json"
     if is_h200; then  # (the BF16 op's second run and the sustained figures: s32-h200b)
-      smi_start
-      run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
-        --json "$OUT/bench_pre_attention.json"
-      run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --reps 10 --other-cluster \
-        --json "$OUT/bench_ops_fp8.json"
-      smi_stop
-      python3 scripts/bars.py --pre "$OUT/bench_pre_attention.json" \
-        --ops "$OUT/bench_ops_fp8.json" 2>&1 | tee -a "$OUT/bench.log"
+      bars_once
     else
       run 150 "$OUT/bench.log" python3 scripts/probe_engine.py --ab overlap --m 4824 38592 \
         --reps 10 --json "$OUT/ab_overlap_2.json"
@@ -255,14 +255,7 @@ case "$MODE" in
           # both cluster sizes (h200_bars without its second BF16 run and cuBLAS's names), then
           # bars.py; nothing on any other card
     if is_h200; then
-      smi_start
-      run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
-        --json "$OUT/bench_pre_attention.json"
-      run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --reps 10 --other-cluster \
-        --json "$OUT/bench_ops_fp8.json"
-      smi_stop
-      python3 scripts/bars.py --pre "$OUT/bench_pre_attention.json" \
-        --ops "$OUT/bench_ops_fp8.json" 2>&1 | tee -a "$OUT/bench.log"
+      bars_once
     else
       echo "== not an H200: nothing run"
     fi
@@ -349,12 +342,8 @@ case "$MODE" in
   s31-e)  # session 31's last call, for an H200: the four ops at every centre against their
           # chains, the FP8 ones also with the other gemm.FP8_CLUSTER (issues #4-#7), then the
           # out_proj's and MLP's sustained cycles and energy per call in both cluster forms
-    smi_start
-    run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 20 \
-      --json "$OUT/bench_pre_attention.json"
-    run 260 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --reps 10 --other-cluster \
-      --json "$OUT/bench_ops_fp8.json"
-    smi_stop
+          # (since session 32 its first part is bars_once)
+    bars_once
     run 180 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj mlp --m 4824 38592 \
       --reps 10 --no-compile --energy --other-cluster --json "$OUT/bench_energy.json"
     ;;
