@@ -197,14 +197,20 @@ def flags_for(m: int, k: int):
     return torch.empty(max(words), dtype=torch.int32, device="cuda")
 
 
-def other_cluster(fn, now: int):
+def other_cluster(fn, now: int, op: str = "out_proj"):
     """``fn`` with the other cluster size than ``now``, its default's (1 <-> 2: the FP8
-    192-column tiles on single CTAs or in clusters of two multicasting the weight tile), through
-    ``gemm.FP8_CLUSTER`` with ``gemm.FP8_OPS_CLUSTER2_FROM_M`` off."""
-    from h3cupy.ops import gemm
+    192-column tiles on single CTAs or in clusters of two multicasting the weight tile): through
+    ``gemm.FP8_CLUSTER`` with ``gemm.FP8_OPS_CLUSTER2_FROM_M`` off (the engine, the out_proj,
+    the MLP), or for ``op`` "pre_attention" (its n192 pairs' single launch) through
+    ``pre_attention.FP8_PAIR_CLUSTER`` with ``FP8_PAIR_CLUSTER2_FROM_M`` off."""
+    from h3cupy.ops import gemm, pre_attention
 
-    fn = with_setting(gemm, "FP8_CLUSTER", 3 - now, fn)
-    return with_setting(gemm, "FP8_OPS_CLUSTER2_FROM_M", None, fn)
+    if op == "pre_attention":
+        module, base, threshold = pre_attention, "FP8_PAIR_CLUSTER", "FP8_PAIR_CLUSTER2_FROM_M"
+    else:
+        module, base, threshold = gemm, "FP8_CLUSTER", "FP8_OPS_CLUSTER2_FROM_M"
+    fn = with_setting(module, base, 3 - now, fn)
+    return with_setting(module, threshold, None, fn)
 
 
 def cluster_now(op: str, m: int) -> int:
@@ -523,16 +529,7 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
     if other_clusters and op in ("pre_attention", "out_proj", "mlp"):
         from h3cupy.ops import gemm
 
-        if op == "pre_attention":  # its n192 pairs' single launch: fp8_pair_cluster(m)
-            from h3cupy.ops import pre_attention
-
-            other = 3 - cluster_now(op, m)
-            fn = with_setting(pre_attention, "FP8_PAIR_CLUSTER", other, fns["h3"])
-            fns["h3_other_cluster"] = with_setting(
-                pre_attention, "FP8_PAIR_CLUSTER2_FROM_M", None, fn
-            )
-        else:
-            fns["h3_other_cluster"] = other_cluster(fns["h3"], cluster_now(op, m))
+        fns["h3_other_cluster"] = other_cluster(fns["h3"], cluster_now(op, m), op)
         if "engine" in fns:
             fns["engine_other_cluster"] = other_cluster(fns["engine"], gemm.FP8_CLUSTER)
     return fns, args, chain, flops

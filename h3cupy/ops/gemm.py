@@ -220,15 +220,17 @@ FP8_CLUSTER = 1
 FP8_OPS_CLUSTER2_FROM_M = 16384
 
 
+def cluster_from_m(m: int, base: int, from_m: int | None) -> int:
+    """2 from ``from_m`` tokens on (None: never), else ``base``: the clusters-of-two thresholds
+    of :func:`fp8_ops_cluster` and ``pre_attention.fp8_pair_cluster``."""
+    return 2 if from_m is not None and m >= from_m else base
+
+
 def fp8_ops_cluster(m: int) -> int:
     """Cluster size of the FP8 out_proj's and the MLP's tiles at ``m`` tokens: 1 at M <= 256
     (128-column single CTAs), 2 from :data:`FP8_OPS_CLUSTER2_FROM_M` on, else
     :data:`FP8_CLUSTER`."""
-    if m <= 256:
-        return 1
-    if FP8_OPS_CLUSTER2_FROM_M is not None and m >= FP8_OPS_CLUSTER2_FROM_M:
-        return 2
-    return FP8_CLUSTER
+    return 1 if m <= 256 else cluster_from_m(m, FP8_CLUSTER, FP8_OPS_CLUSTER2_FROM_M)
 
 
 #: The engine's default FP8 promotion mode, the same as the operators' kernels

@@ -144,9 +144,7 @@ def fp8_pair_cluster(m: int) -> int:
             f"pre_attention.FP8_PAIR_CLUSTER: expected 1 or 2, got {FP8_PAIR_CLUSTER!r}; set one"
             " of them (see its docstring)"
         )
-    if FP8_PAIR_CLUSTER2_FROM_M is not None and m >= FP8_PAIR_CLUSTER2_FROM_M:
-        return 2
-    return FP8_PAIR_CLUSTER
+    return gemm.cluster_from_m(m, FP8_PAIR_CLUSTER, FP8_PAIR_CLUSTER2_FROM_M)
 
 
 #: The BF16 op's epilogue on its 128 x 256 tiles (M > 256, sm_90a), a module setting so that tests
