@@ -544,6 +544,7 @@ def run(
     other_tile: bool = False,
     energy: bool = False,
     other_clusters: bool = False,
+    order: str = "balanced",
 ) -> dict:
     import torch
 
@@ -555,8 +556,11 @@ def run(
         compiled = torch.compile(chain, dynamic=False)
         compiled(*args)
         fns["compiled"] = lambda i: compiled(*args)
-    t = bench_graphs(fns, reps=reps, energy=energy)
+    t = bench_graphs(fns, reps=reps, energy=energy, order=order)
     row = {"op": op, "M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
+    # each form's median after each predecessor (testing.bench_graphs: the carryover)
+    row["after_ms"] = {k: v["after_ms"] for k, v in t.items()}
+    row["order"] = order
     # energy and power under the names of session 9's energy pass ({form}_mj, {form}_w)
     for k, v in t.items():
         if "energy_mj" in v:
@@ -622,6 +626,14 @@ def main() -> None:
         help="also replay each form back to back (1 s windows, twice) sampling NVML: sustained"
         " time, mean SM clock, clock cycles and energy per call (testing.bench_graphs)",
     )
+    ap.add_argument(
+        "--order",
+        default="balanced",
+        choices=["balanced", "shuffle"],
+        help="the replays' order (testing.bench_graphs): balanced, every form timed once after"
+        " each other form per circuit (the default since session 33), or shuffle, the seeded"
+        " random rounds before it",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -649,6 +661,7 @@ def main() -> None:
                 args.other_tile,
                 args.energy,
                 args.other_cluster,
+                args.order,
             )
             results.append(row)
             print(

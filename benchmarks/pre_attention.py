@@ -86,6 +86,7 @@ def run_one(
     breakdown: bool = False,
     energy: bool = False,
     fused: bool = True,
+    order: str = "balanced",
 ) -> dict:
     import torch
 
@@ -128,11 +129,14 @@ def run_one(
     if compiled is not None:
         compiled(*chain_args)  # compile outside the capture
         fns["compiled"] = lambda i: compiled(*chain_args)
-    times = bench_graphs(fns, reps=reps, energy=energy)
+    times = bench_graphs(fns, reps=reps, energy=energy, order=order)
     row = {"P": p, "M": m, "T": t, **{f"{k}_ms": v["median_ms"] for k, v in times.items()}}
     # each form's spread over the rounds (at P = 1 the forms' medians have moved by 4-10% from
     # run to run: the spread says how much of a difference one run can resolve)
     row["spread_ms"] = {k: [v["min_ms"], v["max_ms"]] for k, v in times.items()}
+    # each form's median after each predecessor (testing.bench_graphs: the carryover)
+    row["after_ms"] = {k: v["after_ms"] for k, v in times.items()}
+    row["order"] = order
     row.update(sustained_fields(times))
     if breakdown:
         from ops_fp8 import kernel_breakdown  # benchmarks/ is the script's directory
@@ -164,6 +168,14 @@ def main() -> None:
         help="also replay each form back to back (1 s windows, twice) sampling NVML: sustained"
         " time, mean SM clock, clock cycles and energy per call (testing.bench_graphs)",
     )
+    ap.add_argument(
+        "--order",
+        default="balanced",
+        choices=["balanced", "shuffle"],
+        help="the replays' order (testing.bench_graphs): balanced, every form timed once after"
+        " each other form per circuit (the default since session 33), or shuffle, the seeded"
+        " random rounds before it",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -182,7 +194,15 @@ def main() -> None:
     results = []
     for p in args.p:
         row = run_one(
-            p, rng, compiled, args.reps, args.t, args.breakdown, args.energy, not args.no_fused
+            p,
+            rng,
+            compiled,
+            args.reps,
+            args.t,
+            args.breakdown,
+            args.energy,
+            not args.no_fused,
+            args.order,
         )
         results.append(row)
         nan = float("nan")

@@ -399,20 +399,78 @@ def _sustained(graph, per_ms: float, rotate: int, meter: EnergyMeter, window_ms:
     return res
 
 
+def balanced_order(n: int, circuits: int, seed: int = 0) -> list[int]:
+    """A replay order over ``n`` forms in which every form follows every other form equally
+    often: ``circuits`` Eulerian circuits of the complete directed graph on the forms (no self
+    loops; Hierholzer's walk over shuffled, seeded edge lists), concatenated. Element 0 is a
+    replay that only sets the first timed one's predecessor; each later element is timed, and
+    over each circuit every ordered pair (a, b), a != b, appears exactly once as (predecessor,
+    form): each form is timed ``n - 1`` times per circuit, once after each other form. One form:
+    ``circuits + 1`` replays of it."""
+    import random
+
+    if n == 1:
+        return [0] * (circuits + 1)
+    rng = random.Random(seed)
+    seq = [0]
+    for _ in range(circuits):
+        edges = {u: [v for v in range(n) if v != u] for u in range(n)}
+        for u in edges:
+            rng.shuffle(edges[u])
+        stack, walk = [0], []
+        while stack:
+            u = stack[-1]
+            if edges[u]:
+                stack.append(edges[u].pop())
+            else:
+                walk.append(stack.pop())
+        seq.extend(walk[::-1][1:])  # from 0 back to 0; 0 itself is the previous element
+    return seq
+
+
+def shuffled_order(n: int, reps: int, seed: int = 0) -> list[int]:
+    """The order before session 33: ``reps`` rounds, each every form once in a fresh seeded
+    random order (element 0 an untimed replay of the first round's last form, so that the
+    timed replays match the balanced order's count of predecessors). Each form is timed ``reps``
+    times, but its predecessors are whatever the seed gives: session 33 counted, for the BF16
+    pre-attention benchmark's nine forms and 20 rounds, one form after the light eager chain in 7
+    rounds and another (the same kernel) in 1."""
+    import random
+
+    rng = random.Random(seed)
+    rounds = []
+    for _ in range(reps):
+        order = list(range(n))
+        rng.shuffle(order)
+        rounds.extend(order)
+    return [rounds[-1], *rounds]
+
+
 def bench_graphs(
     fns: dict[str, Callable[[int], object]],
     *,
     reps: int = 10,
     rotate: int = 1,
     energy: bool = False,
+    order: str = "balanced",
 ) -> dict[str, dict[str, float]]:
     """GPU time of each ``fn(i)`` without host overhead: the calls for every input set are
-    captured in one torch CUDA graph per function; the graphs are then replayed in turn, ``reps``
-    rounds, each replay timed with events (per call = replay / ``rotate``). Interleaving keeps
-    the compared functions under the same clocks and temperature; each round takes the functions
-    in a new random order (seeded: the same in every run), so that no function always follows
-    the same neighbour. ``fn`` must not allocate through CuPy's pool (pass preallocated
-    outputs).
+    captured in one torch CUDA graph per function; the graphs are then replayed interleaved, each
+    replay timed with events (per call = replay / ``rotate``). Interleaving keeps the compared
+    functions under the same clocks and temperature. ``fn`` must not allocate through CuPy's pool
+    (pass preallocated outputs).
+
+    ``order``: ``"balanced"`` (the default since session 33): :func:`balanced_order`, every
+    form timed equally often after each other form, at least ``reps`` times (``ceil(reps /
+    (n - 1))`` circuits of ``n - 1`` each). Under the power cap a replay's time depends on what
+    ran before it (a heavy GEMM before it: slower; a memory-bound chain: faster), so an order
+    that gives one form more light predecessors than another biases the comparison; the balanced
+    order gives every form the same mix. ``"shuffle"``: :func:`shuffled_order`, the rounds in
+    seeded random orders that were the default before (identical kernels read 2-2.4% apart in
+    three runs at M = 38592 with it; benchmarks/NOTES.md, session 33).
+
+    Per form: ``median_ms``, ``min_ms``, ``max_ms``, ``reps`` (timed replays) and ``after_ms``
+    (the median time after each predecessor, by name: the carryover the order balances).
 
     ``energy``: then each function's graph is also replayed back to back (0.5 s to settle, a
     1 s window, twice, the second pass in reverse order; :func:`_sustained`), adding per call
@@ -421,39 +479,38 @@ def bench_graphs(
     the figure that compares kernels run at different clocks) and ``power_sampled_w``. Absent
     where NVML is not available. The counter lags the work (session 9: 0.3 s windows without
     settling read up to 33% apart for equal work), hence the settling."""
-    import random
-
     import torch
 
     graphs = {name: _capture(fn, rotate) for name, fn in fns.items()}
-    times: dict[str, list[float]] = {name: [] for name in fns}
     names = list(graphs)
-    order_rng = random.Random(0)  # the same orders in every run
-    for _ in range(reps):
-        # NOTE: each round replays the functions in a fresh random order. A fixed order (session
-        # 7: the MLP at M = 38592 measured its two-launch form 3% faster than that form minus one
-        # of its launches) and a rotated one (each round one function later: the predecessor of
-        # each function is then always the same one) both bias the heavy forms: under the power
-        # cap a replay after a heavy GEMM runs slower than one after a memory-bound chain. Session
-        # 14 measured three forms of the BF16 pre-attention at M = 38592 that differ by a few
-        # microseconds of launch overlap at 12.83 / 13.26 / 13.83 ms, each after the previous.
-        order = names[:]
-        order_rng.shuffle(order)
-        for name in order:
-            graph = graphs[name]
-            start = torch.cuda.Event(enable_timing=True)
-            stop = torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            stop.record()
-            stop.synchronize()
-            times[name].append(start.elapsed_time(stop) / rotate)
+    n = len(names)
+    if order == "balanced":
+        seq = balanced_order(n, max(1, -(-reps // max(1, n - 1))))
+    elif order == "shuffle":
+        seq = shuffled_order(n, reps)
+    else:
+        raise ValueError(f"order: expected 'balanced' or 'shuffle', got {order!r}")
+    times: dict[str, list[float]] = {name: [] for name in names}
+    after: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    graphs[names[seq[0]]].replay()  # the first timed replay's predecessor, untimed
+    for prev, cur in zip(seq[:-1], seq[1:], strict=True):
+        name = names[cur]
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        graphs[name].replay()
+        stop.record()
+        stop.synchronize()
+        ms = start.elapsed_time(stop) / rotate
+        times[name].append(ms)
+        after[name].setdefault(names[prev], []).append(ms)
     out = {
         name: {
             "median_ms": statistics.median(t),
             "min_ms": min(t),
             "max_ms": max(t),
-            "reps": reps,
+            "reps": len(t),
+            "after_ms": {p: statistics.median(v) for p, v in after[name].items()},
         }
         for name, t in times.items()
     }
@@ -463,8 +520,8 @@ def bench_graphs(
     # (temperature) does not favour the forms measured first.
     passes = [metered, metered[::-1]] if metered else []
     acc: dict[str, list[dict]] = {name: [] for name in metered}
-    for order in passes:
-        for name in order:
+    for pass_names in passes:
+        for name in pass_names:
             per_ms = max(out[name]["median_ms"] * rotate, 1e-3)
             acc[name].append(_sustained(graphs[name], per_ms, rotate, meter, 1000.0))
     for name, runs in acc.items():
