@@ -83,3 +83,48 @@ def test_fp8_bars():
     )
     assert lines[3].endswith("vs compile 1.250x ok; fused quantization 0.0% ok")
     assert lines[4].endswith("vs compile 1.125x MISSED, vs its two _scaled_mm 0.875x")
+
+
+def test_balanced_means_decide_too():
+    """With after_ms (the balanced order) the balanced means' ratio is printed beside the
+    medians', and a bar holds only if both hold it."""
+    bars = _bars()
+    after_h3 = {"compiled": 1.0, "eager": 0.75}  # balanced mean 0.875
+    doc = {
+        "date": "2026-12-06",
+        "device": DEVICE,
+        "results": [
+            {  # medians 1.25x; balanced means 1.0 / 0.875 = 1.142857x: missed
+                "P": 1,
+                "M": 38592,
+                "h3_ms": 1.0,
+                "compiled_ms": 1.25,
+                "gemm_ms": 1.0,
+                "after_ms": {
+                    "h3": after_h3,
+                    "compiled": {"h3": 1.25, "eager": 0.75},
+                    "gemm": {"h3": 1.0, "eager": 0.75},
+                },
+            },
+        ],
+    }
+    line = bars.bf16_bars(doc)[1]
+    assert "vs compile 1.250x (balanced 1.143x) MISSED" in line
+    assert "vs cuBLAS GEMM 1.000x (balanced 1.000x)" in line
+    doc["results"][0]["after_ms"]["compiled"] = {"h3": 1.25, "eager": 0.875}  # 1.0625 / 0.875
+    assert "vs compile 1.250x (balanced 1.214x) ok" in bars.bf16_bars(doc)[1]
+    # the fused quantization's cost: the larger of the two figures decides
+    out = {
+        "op": "out_proj",
+        "M": 4824,
+        "h3_ms": 1.03125,
+        "compiled_ms": 1.5,
+        "h3_no_quant_ms": 1.0,
+        "after_ms": {
+            "h3": {"compiled": 1.0625, "h3_no_quant": 1.0625},
+            "h3_no_quant": {"compiled": 1.0, "h3": 1.0},
+            "compiled": {"h3": 1.5, "h3_no_quant": 1.5},
+        },
+    }
+    line = bars.fp8_bars({"date": "d", "device": DEVICE, "results": [out]})[1]
+    assert line.endswith("fused quantization 3.1% (balanced 6.2%) MISSED")
