@@ -37,7 +37,10 @@ def test_compile(target, file):
     assert res.cubin[:4] == b"\x7fELF"
     assert set(res.lowered) == set(SPECS[file].names)
     report = jit.parse_ptxas_report(res.log)
-    assert set(report) == set(res.lowered.values())
+    # (the log in the message: session 33's H200 suite saw this report empty once, for the
+    # sm_89 prologue at three CTAs per SM, with 8 pytest-xdist workers compiling; not reproduced
+    # on the CPU machine in 60 compiles, 4 processes at a time)
+    assert set(report) == set(res.lowered.values()), res.log[:2000]
     # NOTE: C7514 means ptxas serialized every wgmma of a kernel (one in flight at a time) because
     # code read a fragment between a wgmma and its wait; the BF16 pre-attention kernels ran ~10%
     # slow that way until a fence after the mainloop's last wait kept the epilogue below it.
