@@ -594,6 +594,8 @@ def run(
 
 
 def main() -> None:
+    from h3cupy.testing import add_order_argument
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, nargs="+", default=[4824, 9648, 19296, 38592])
     ap.add_argument(
@@ -626,14 +628,7 @@ def main() -> None:
         help="also replay each form back to back (1 s windows, twice) sampling NVML: sustained"
         " time, mean SM clock, clock cycles and energy per call (testing.bench_graphs)",
     )
-    ap.add_argument(
-        "--order",
-        default="balanced",
-        choices=["balanced", "shuffle"],
-        help="the replays' order (testing.bench_graphs): balanced, every form timed once after"
-        " each other form per circuit (the default since session 33), or shuffle, the seeded"
-        " random rounds before it",
-    )
+    add_order_argument(ap)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 

@@ -446,6 +446,18 @@ def shuffled_order(n: int, reps: int, seed: int = 0) -> list[int]:
     return [rounds[-1], *rounds]
 
 
+def add_order_argument(parser) -> None:
+    """A benchmark's ``--order`` option for :func:`bench_graphs` (argparse)."""
+    parser.add_argument(
+        "--order",
+        default="balanced",
+        choices=["balanced", "shuffle"],
+        help="the replays' order (testing.bench_graphs): balanced, every form timed once after"
+        " each other form per circuit (the default since session 33), or shuffle, the seeded"
+        " random rounds before it",
+    )
+
+
 def bench_graphs(
     fns: dict[str, Callable[[int], object]],
     *,
