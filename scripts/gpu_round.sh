@@ -142,12 +142,12 @@ case "$MODE" in
     ;;
   s33-mlp)  # session 33, for an H200 only (nothing elsewhere): the MLP's clusters of two from
             # M = 16384 (gemm.FP8_OPS_CLUSTER2_FROM_M, chosen on H100s in session 31) read 3.5% /
-            # 1.2% slower than single CTAs at 19296 / 38592 in s33-b; twice more, balanced order
+            # 1.2% slower than single CTAs at 19296 / 38592 in s33-b; once more, then sustained (--energy)
     if is_h200; then
-      for i in 1 2; do
-        run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --m 19296 38592 \
-          --reps 24 --no-compile --other-cluster --json "$OUT/bench_mlp_cluster_$i.json"
-      done
+      run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --m 19296 38592 \
+        --reps 24 --no-compile --other-cluster --json "$OUT/bench_mlp_cluster_1.json"
+      run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --m 19296 38592 \
+        --reps 10 --no-compile --other-cluster --energy --json "$OUT/bench_mlp_cluster_2.json"
     else
       echo "== not an H200: nothing run"
     fi
