@@ -478,8 +478,10 @@ def bench_graphs(
     ran before it (a heavy GEMM before it: slower; a memory-bound chain: faster), so an order
     that gives one form more light predecessors than another biases the comparison; the balanced
     order gives every form the same mix. ``"shuffle"``: :func:`shuffled_order`, the rounds in
-    seeded random orders that were the default before (identical kernels read 2-2.4% apart in
-    three runs at M = 38592 with it; benchmarks/NOTES.md, session 33).
+    seeded random orders that were the default from session 14 (before it, a fixed or rotated
+    order gave each form always the same predecessor): with it, two forms running the same kernel
+    at M = 38592 read 2.0-4.7% apart, always with the same sign, in five runs on an H100 and an
+    H200 (benchmarks/NOTES.md, session 33).
 
     Per form: ``median_ms``, ``min_ms``, ``max_ms``, ``reps`` (timed replays) and ``after_ms``
     (the median time after each predecessor, by name: the carryover the order balances).
