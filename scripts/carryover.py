@@ -1,6 +1,8 @@
 """The carryover in a benchmark run: each form's median time after each predecessor, from the
 ``after_ms`` that benchmarks/pre_attention.py and ops_fp8.py write (testing.bench_graphs), as
-ratios to the form's own median; and, for pairs of forms that run the same kernel, their ratio.
+ratios to the form's own median, and its balanced mean (the mean of those medians, the figure
+scripts/bars.py sets beside the median); and, for pairs of forms that run the same kernel,
+their ratio.
 
     python3 scripts/carryover.py run.json [more.json ...] [--same h3 h3_no_tail]
 """
@@ -25,7 +27,8 @@ def table(row: dict, same: list[str]) -> list[str]:
         cells = "".join(
             f"{after[f][p] / med:>10.3f}" if p in after[f] else f"{'-':>10}" for p in forms
         )
-        lines.append(f"  {f:<{width}}  {cells}   median {med:.3f} ms")
+        bal = statistics.fmean(after[f].values())
+        lines.append(f"  {f:<{width}}  {cells}   median {med:.3f} ms, balanced mean {bal:.3f} ms")
     # a predecessor's effect on everyone: the mean over the forms of (after it / own median)
     eff = {
         p: statistics.fmean(after[f][p] / row[f"{f}_ms"] for f in forms if p in after[f])
