@@ -39,15 +39,16 @@ def _device(doc: dict) -> str:
     return f"{dev.get('gpu', '?')}, {doc.get('date', '?')}"
 
 
-def _balanced(r: dict, form: str) -> float | None:
-    """The form's balanced mean: its mean over predecessors of its median after each."""
+def balanced_mean(r: dict, form: str) -> float | None:
+    """The form's balanced mean: its mean over predecessors of its median after each (None
+    without ``after_ms``). scripts/carryover.py prints the same figure."""
     after = r.get("after_ms", {}).get(form)
     return sum(after.values()) / len(after) if after else None
 
 
 def _ratio(r: dict, base: str, ours: str = "h3") -> tuple[float, float | None]:
     """(base / ours of the medians, of the balanced means or None)."""
-    b, o = _balanced(r, base), _balanced(r, ours)
+    b, o = balanced_mean(r, base), balanced_mean(r, ours)
     return r[f"{base}_ms"] / r[f"{ours}_ms"], (b / o if b and o else None)
 
 

@@ -13,6 +13,8 @@ import argparse
 import json
 import statistics
 
+from bars import balanced_mean  # scripts/ is the script's directory
+
 
 def table(row: dict, same: list[str]) -> list[str]:
     after = row.get("after_ms")
@@ -27,7 +29,7 @@ def table(row: dict, same: list[str]) -> list[str]:
         cells = "".join(
             f"{after[f][p] / med:>10.3f}" if p in after[f] else f"{'-':>10}" for p in forms
         )
-        bal = statistics.fmean(after[f].values())
+        bal = balanced_mean(row, f)
         lines.append(f"  {f:<{width}}  {cells}   median {med:.3f} ms, balanced mean {bal:.3f} ms")
     # a predecessor's effect on everyone: the mean over the forms of (after it / own median)
     eff = {

@@ -125,8 +125,8 @@ bars_once() {  # session 32: the BF16 op (20 rounds) and the FP8 ops with both c
 suite_xdist() {  # session 33: the whole GPU suite in 8 pytest-xdist workers (the tests' time is
                 # mostly their numpy references on the host: 16 cores there), two BLAS threads
                 # each; every test file, ping-pong included, in one stage of at most 500 s
-  export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
-  run 500 "$OUT/tests.log" "${PYTEST[@]}" -n 8 --durations=15 tests
+  run 500 "$OUT/tests.log" env OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 \
+    "${PYTEST[@]}" -n 8 --durations=15 tests
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
