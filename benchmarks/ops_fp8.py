@@ -530,6 +530,12 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
         from h3cupy.ops import gemm
 
         fns["h3_other_cluster"] = other_cluster(fns["h3"], cluster_now(op, m), op)
+        if op == "mlp" and cluster_now(op, m) == 2:
+            # FC1's single launch runs only on single CTAs: with the other cluster size it is
+            # the single-CTA candidate against the clusters (session 34)
+            fns["h3_fc1_one_launch_other_cluster"] = with_setting(
+                mlp, "FC1_FUSED_PROLOGUE", True, fns["h3_other_cluster"]
+            )
         if "engine" in fns:
             fns["engine_other_cluster"] = other_cluster(fns["engine"], gemm.FP8_CLUSTER)
     return fns, args, chain, flops
