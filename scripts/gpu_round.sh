@@ -35,8 +35,10 @@ status=0
 run() {  # run SECONDS LOGFILE CMD...: a stage with a timeout, appending to LOGFILE
   local secs=$1 log=$2
   shift 2
+  local t0=$SECONDS
   echo "== $*" | tee -a "$log"
   timeout "$secs" "$@" 2>&1 | tee -a "$log" || { echo "== FAILED or TIMED OUT ($secs s): $*" | tee -a "$log"; status=1; }
+  echo "== $((SECONDS - t0)) s" | tee -a "$log"
 }
 PYTEST=(python3 -m pytest -q -rs -p no:cacheprovider)
 smi_start() {  # SM clock, power, temperature and throttle reasons every 250 ms to $OUT/smi.csv
