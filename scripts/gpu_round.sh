@@ -107,18 +107,20 @@ h200_bars() {  # session 32, for an H200 (where every bar is stated): the BF16 p
   echo "== H200: the bars" | tee -a "$OUT/bench.log"
   bars_once
   smi_start
-  run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 16 \
+  run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 32 \
     --json "$OUT/bench_pre_attention_2.json"
   smi_stop
   run 60 "$OUT/bench.log" python3 scripts/cublas_kernels.py --json "$OUT/cublas_kernels.json"
   python3 scripts/bars.py --pre "$OUT/bench_pre_attention_2.json" 2>&1 | tee -a "$OUT/bench.log"
 }
-bars_once() {  # session 32: the BF16 op (20 rounds) and the FP8 ops with both cluster sizes (10)
-               # at every centre against their chains, then scripts/bars.py's verdict on them
+bars_once() {  # session 32: the BF16 op and the FP8 ops with both cluster sizes at every centre
+               # against their chains, then scripts/bars.py's verdict on them. Session 34: 32 / 30
+               # timed replays per form (were 16 / 10: at 10, two MLP forms running the same
+               # kernels read 4-8% apart on an H100, s34-auto)
   smi_start
-  run 100 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 16 \
+  run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 32 \
     --json "$OUT/bench_pre_attention.json"
-  run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --reps 10 --other-cluster \
+  run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --reps 30 --other-cluster \
     --json "$OUT/bench_ops_fp8.json"
   smi_stop
   python3 scripts/bars.py --pre "$OUT/bench_pre_attention.json" --ops "$OUT/bench_ops_fp8.json" \
