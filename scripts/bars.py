@@ -62,6 +62,13 @@ def _low(ratios: tuple[float, float | None]) -> float:
     return min(x for x in ratios if x is not None)
 
 
+def _asks(r: dict, bar: float) -> str:
+    """What a bar of ``bar`` x the torch.compile chain asks of the op against the bare GEMM(s)
+    of the same run (medians): ``bar * gemm / compiled``, e.g. 1.02x where the chain is only
+    1.13x slower than the GEMM alone."""
+    return f" (the bar asks {bar * r['gemm_ms'] / r['compiled_ms']:.3f}x)"
+
+
 def bf16_bars(doc: dict) -> list[str]:
     """Issue #4's lines from one pre_attention.py JSON."""
     lines, ok_all = [], True
@@ -71,6 +78,7 @@ def bf16_bars(doc: dict) -> list[str]:
         lines.append(
             f"  P={r['P']} M={r['M']:>6}: {r['h3_ms']:.3f} ms, vs compile {_fmt(vs_c)} "
             f"{_mark(_low(vs_c) >= 1.15)}, vs cuBLAS GEMM {_fmt(_ratio(r, 'gemm'))}"
+            f"{_asks(r, 1.15)}"
         )
     head = "over 1.15x at every centre" if ok_all else "MISSED at one centre or more"
     return [f"#4 BF16 pre-attention ({_device(doc)}): {head}", *lines]
@@ -113,7 +121,7 @@ def fp8_bars(doc: dict) -> list[str]:
         vs_c, vs_g = _ratio(r, "compiled"), _ratio(r, "gemm")
         out.append(
             f"  #7 M={r['M']:>6}: vs compile {_fmt(vs_c)}{_other(r, 'compiled_ms')} "
-            f"{_mark(_low(vs_c) >= 1.15)}, vs its two _scaled_mm {_fmt(vs_g)}"
+            f"{_mark(_low(vs_c) >= 1.15)}, vs its two _scaled_mm {_fmt(vs_g)}{_asks(r, 1.15)}"
         )
     return out
 
