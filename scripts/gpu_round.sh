@@ -140,7 +140,9 @@ case "$MODE" in
     ;;
   s34-h200b)  # session 34, for an H200 only (nothing elsewhere), fitted to the device time left:
               # bars_once (the bars at 32 / 30 replays per form), the MLP's settings at 40 replays
-              # (graph replays only) and the out_proj's clusters below 16384, the NVFP4 ops
+              # (graph replays only) and the out_proj's clusters below 16384, the NVFP4 ops. Nine
+              # files: more than a device call returns, so tar them (session 34's calls ran with
+              # OUT=/tmp/r, then `tar czf $OUT/r.tgz -C /tmp r`)
     if is_h200; then
       bars_once
       run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --reps 40 --no-compile \
