@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s34-h200c|s34-h200b|s34-auto|s34-h200|s34-a|s33-mlp|s33-b|s33-order|s33-auto|s33-suite|s32-f|s32-e|s32-d|s32-c|s32-h200b|s32-h200|s32-b|s32-auto|s32-a|s31-g|s31-f|s31-e|s31-d|s31-c|s31-a|s30-f|s30-c|s30-d|s28-b|s27-g|s27-f|s27-e|s26-f|s26-c|s26-b|s26-a|s25-a|s25-b|s25-c|s25-d|s24-a|s23-c|s23-b|s23-a|s22-g|s22-f|s22-e|s22-d|s22-c|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s34-h200b|s34-auto|s34-a|s33-mlp|s33-b|s33-order|s33-auto|s33-suite|s32-f|s32-e|s32-d|s32-c|s32-h200b|s32-h200|s32-b|s32-auto|s32-a|s31-g|s31-f|s31-e|s31-d|s31-c|s31-a|s30-f|s30-c|s30-d|s28-b|s27-g|s27-f|s27-e|s26-f|s26-c|s26-b|s26-a|s25-a|s25-b|s25-c|s25-d|s24-a|s23-c|s23-b|s23-a|s22-g|s22-f|s22-e|s22-d|s22-c|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -132,57 +132,49 @@ suite_xdist() {  # session 33: the whole GPU suite in 8 pytest-xdist workers (th
   run 500 "$OUT/tests.log" env OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 \
     "${PYTEST[@]}" -n 8 --durations=15 tests
 }
+cluster_settings() {  # session 34: the MLP at every centre and the out_proj at 4824 / 9648 with
+                     # the other cluster size too (the MLP also with FC1's single launch), 40
+                     # timed replays per form, graph replays only
+  run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --reps 40 --no-compile \
+    --other-cluster --json "$OUT/bench_mlp.json"
+  run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 9648 \
+    --reps 40 --no-compile --other-cluster --json "$OUT/bench_out_proj.json"
+}
+nvfp4_ops() {  # session 34: the NVFP4 ops (Hopper path) at every centre against their chains
+  run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
+    nvfp4_out_proj --reps 10 --json "$OUT/bench_nvfp4.json"
+}
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
-  s34-h200c)  # session 34, for an H200 only (nothing elsewhere), in the last ~4 device minutes:
-              # bars_once alone (the bars at 32 / 30 replays per form, ~2 minutes)
-    if is_h200; then bars_once; else echo "== not an H200: nothing run"; fi
-    ;;
-  s34-h200b)  # session 34, for an H200 only (nothing elsewhere), fitted to the device time left:
-              # bars_once (the bars at 32 / 30 replays per form), the MLP's settings at 40 replays
-              # (graph replays only) and the out_proj's clusters below 16384, the NVFP4 ops. Nine
-              # files: more than a device call returns, so tar them (session 34's calls ran with
-              # OUT=/tmp/r, then `tar czf $OUT/r.tgz -C /tmp r`)
+  s34-h200b)  # session 34, for an H200 only (nothing elsewhere): bars_once (the bars at 32 / 30
+              # replays per form), the MLP's and the out_proj's cluster settings at 40 replays
+              # (graph replays only), the NVFP4 ops; ~4 minutes. Nine files: more than a device
+              # call returns, so run it with OUT=/tmp/r and tar /tmp/r into $OUT.
+              # (The session's s34-h200 and s34-h200c, subsets of this that never ran, are folded
+              # into it.)
     if is_h200; then
       bars_once
-      run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --reps 40 --no-compile \
-        --other-cluster --json "$OUT/bench_mlp.json"
-      run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 9648 \
-        --reps 40 --no-compile --other-cluster --json "$OUT/bench_out_proj.json"
-      run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
-        nvfp4_out_proj --reps 10 --json "$OUT/bench_nvfp4.json"
+      cluster_settings
+      nvfp4_ops
     else
       echo "== not an H200: nothing run"
     fi
     ;;
-  s34-auto)  # session 34, whichever card comes. On an H200: s34-h200 (the MLP's settings, then
-             # every bar), then the NVFP4 ops. On any other card: the bars' benchmarks as one
-             # figure set for that card (bars_once), then the NVFP4 ops
-    if is_h200; then bash "$0" s34-h200; else bars_once; fi
-    run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
-      nvfp4_out_proj --reps 10 --json "$OUT/bench_nvfp4.json"
-    ;;
-  s34-h200)  # session 34, for an H200 only (nothing elsewhere, ~40 s): s34-a (the MLP's settings
-             # at 40 replays per form, sustained, the out_proj's clusters below 16384), then
-             # h200_bars (every bar, the balanced order)
-    if is_h200; then
-      bash "$0" s34-a
-      h200_bars
-    else
-      echo "== not an H200: nothing run"
-    fi
+  s34-auto)  # session 34, whichever card comes: on an H200, s34-h200b; on any other card, the
+             # bars' benchmarks as one figure set for that card (bars_once) and the NVFP4 ops
+    if is_h200; then bash "$0" s34-h200b; exit $?; fi
+    bars_once
+    nvfp4_ops
     ;;
   s34-a)  # session 34, whichever card: the MLP's open settings (clusters of two from M = 16384,
-          # FC1's single launch on single CTAs) at every centre, 40 timed replays per form (the
-          # identical forms h3 / h3_fc1_one_launch at 19296 / 38592 read 2.3 / 3.7% apart at 20 in
-          # s33-b), then sustained; the out_proj's clusters at 4824 / 9648 (threshold 16384)
+          # FC1's single launch on single CTAs) and the out_proj's clusters at 4824 / 9648
+          # (threshold 16384), 40 timed replays per form (the identical forms h3 /
+          # h3_fc1_one_launch at 19296 / 38592 read 2.3 / 3.7% apart at 20 in s33-b); the MLP
+          # also sustained
     smi_start
-    run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --reps 40 --no-compile \
-      --other-cluster --json "$OUT/bench_mlp.json"
+    cluster_settings
     run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --m 4824 38592 --reps 10 \
       --no-compile --other-cluster --energy --json "$OUT/bench_mlp_energy.json"
-    run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 9648 \
-      --reps 40 --no-compile --other-cluster --json "$OUT/bench_out_proj.json"
     smi_stop
     ;;
   s33-auto)  # session 33: whichever card comes. On an H200 (where every bar is stated):
