@@ -495,15 +495,15 @@ def bench_graphs(
     settling read up to 33% apart for equal work), hence the settling."""
     import torch
 
+    if order not in ("balanced", "shuffle"):  # (before any capture)
+        raise ValueError(f"order: expected 'balanced' or 'shuffle', got {order!r}")
     graphs = {name: _capture(fn, rotate) for name, fn in fns.items()}
     names = list(graphs)
     n = len(names)
     if order == "balanced":
         seq = balanced_order(n, max(1, -(-reps // max(1, n - 1))))
-    elif order == "shuffle":
-        seq = shuffled_order(n, reps)
     else:
-        raise ValueError(f"order: expected 'balanced' or 'shuffle', got {order!r}")
+        seq = shuffled_order(n, reps)
     times: dict[str, list[float]] = {name: [] for name in names}
     after: dict[str, dict[str, list[float]]] = {name: {} for name in names}
     graphs[names[seq[0]]].replay()  # the first timed replay's predecessor, untimed
