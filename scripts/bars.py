@@ -12,6 +12,13 @@ names and whether it holds.
   quantization launch), <= 5%; also that cost over the plain engine GEMM.
 * #7: the MLP >= 1.15x torch.compile (stretch: its two bare ``_scaled_mm``).
 
+Each line of #4, #5, #7 (and of #6 where the run timed the bare GEMM) ends with the matrix rate
+the bar asks of the op: its GEMMs' FLOPs over the longest time that still holds every bar of the
+line, as a fraction of the H200's measured ceiling (bf16 ~780, FP8 ~1400 TFLOP/s: the brief's
+figures), beside the rate the bare GEMM(s) of the same run reached. The op does more than its
+GEMMs (the prologue, the epilogue's math), so a bar that asks more than the bare GEMM's rate asks
+the fused op to outrun cuBLAS at its own work.
+
 Where a run also timed the other cluster size (``--other-cluster``), its ratio is printed beside
 the default's. The bars are stated for the H200: the device line says which card ran.
 
@@ -28,6 +35,27 @@ from __future__ import annotations
 
 import argparse
 import json
+
+#: GEMM FLOPs per token of each op at the H3 shapes (SPEC.md §1): QKV 5376 -> 21504, O 7168 ->
+#: 5376, FC1 5376 -> 28672 then FC2 14336 -> 5376.
+FLOP_PER_TOKEN = {
+    "pre_attention": 2 * 5376 * 21504,
+    "out_proj": 2 * 7168 * 5376,
+    "mlp": 2 * 5376 * 28672 + 2 * 14336 * 5376,
+}
+#: The H200's measured matrix ceilings, TFLOP/s (dense, random data; the developers' brief).
+CEILING_TFLOPS = {"bf16": 780.0, "e4m3": 1400.0}
+
+
+def rate_asked(op: str, fmt: str, m: int, allowed_ms: float, gemm_ms: float) -> str:
+    """`` [asks N TFLOP/s, P% of the ceiling; the bare GEMM ran at Q%]``: the rate at which the op's
+    GEMMs must run for the op to finish in ``allowed_ms``, against the bare GEMM's."""
+    flop, ceil = FLOP_PER_TOKEN[op] * m, CEILING_TFLOPS[fmt]
+    asked, ran = flop / allowed_ms * 1e-9, flop / gemm_ms * 1e-9
+    return (
+        f" [asks {asked:.0f} TFLOP/s, {100 * asked / ceil:.0f}% of the H200's ceiling;"
+        f" the bare GEMM ran at {100 * ran / ceil:.0f}%]"
+    )
 
 
 def _mark(ok: bool) -> str:
@@ -79,6 +107,7 @@ def bf16_bars(doc: dict) -> list[str]:
             f"  P={r['P']} M={r['M']:>6}: {r['h3_ms']:.3f} ms, vs compile {_fmt(vs_c)} "
             f"{_mark(_low(vs_c) >= 1.15)}, vs cuBLAS GEMM {_fmt(_ratio(r, 'gemm'))}"
             f"{_asks(r, 1.15)}"
+            f"{rate_asked('pre_attention', 'bf16', r['M'], r['compiled_ms'] / 1.15, r['gemm_ms'])}"
         )
     head = "over 1.15x at every centre" if ok_all else "MISSED at one centre or more"
     return [f"#4 BF16 pre-attention ({_device(doc)}): {head}", *lines]
@@ -101,6 +130,13 @@ def fp8_bars(doc: dict) -> list[str]:
         out.append(
             f"  #5 M={r['M']:>6}: vs compile {_fmt(vs_c)} {_mark(_low(vs_c) >= 1.15)}, vs "
             f"_scaled_mm {_fmt(vs_g)}{_other(r, 'gemm_ms')} {_mark(_low(vs_g) >= 1.0)}"
+            + rate_asked(
+                "pre_attention",
+                "e4m3",
+                r["M"],
+                min(r["compiled_ms"] / 1.15, r["gemm_ms"]),
+                r["gemm_ms"],
+            )
         )
     for r in rows.get("out_proj", []):
         vs_c = _ratio(r, "compiled")
@@ -116,12 +152,15 @@ def fp8_bars(doc: dict) -> list[str]:
             if "engine_ms" in r:
                 line += f" ({100 * (r['h3_ms'] - r['h3_no_quant_ms']) / r['engine_ms']:.1f}%"
                 line += " of the plain engine GEMM)"
+        if "gemm_ms" in r:
+            line += rate_asked("out_proj", "e4m3", r["M"], r["compiled_ms"] / 1.15, r["gemm_ms"])
         out.append(line)
     for r in rows.get("mlp", []):
         vs_c, vs_g = _ratio(r, "compiled"), _ratio(r, "gemm")
         out.append(
             f"  #7 M={r['M']:>6}: vs compile {_fmt(vs_c)}{_other(r, 'compiled_ms')} "
             f"{_mark(_low(vs_c) >= 1.15)}, vs its two _scaled_mm {_fmt(vs_g)}{_asks(r, 1.15)}"
+            + rate_asked("mlp", "e4m3", r["M"], r["compiled_ms"] / 1.15, r["gemm_ms"])
         )
     return out
 

@@ -36,6 +36,11 @@ def test_bf16_bars_every_centre():
         lines[0] == "#4 BF16 pre-attention (NVIDIA H200, 2026-12-06): MISSED at one centre or more"
     )
     assert "vs compile 1.250x ok, vs cuBLAS GEMM 0.875x" in lines[1]
+    # QKV 2 * 5376 * 21504 = 231211008 FLOP per token, x 4824 = 1.11536e12 FLOP in the 1.25 / 1.15
+    # ms the bar allows: 1026.1 TFLOP/s, 131.6% of 780; the bare GEMM's 0.875 ms: 1274.7, 163.4%
+    assert lines[1].endswith(
+        "[asks 1026 TFLOP/s, 132% of the H200's ceiling; the bare GEMM ran at 163%]"
+    )
     assert "vs compile 1.125x MISSED, vs cuBLAS GEMM 1.000x (the bar asks 1.022x)" in lines[2]
     doc["results"].pop()
     assert bars.bf16_bars(doc)[0].endswith("over 1.15x at every centre")
@@ -75,16 +80,22 @@ def test_fp8_bars():
     }
     lines = bars.fp8_bars(doc)
     assert lines[0] == "FP8 ops (NVIDIA H200, 2026-12-06)"
+    # the longer allowed time is the bare GEMM's 0.875 ms (1.5 / 1.15 = 1.304 ms): 1274.7
+    # TFLOP/s, 91.0% of 1400, at which the bare GEMM ran
     assert lines[1].endswith(
         "vs compile 1.500x ok, vs _scaled_mm 0.875x (other cluster 0.938x) MISSED"
+        " [asks 1275 TFLOP/s, 91% of the H200's ceiling; the bare GEMM ran at 91%]"
     )
     assert lines[2].endswith(
         "vs compile 1.250x ok; fused quantization 6.2% MISSED (12.5% of the plain engine GEMM)"
     )
     assert lines[3].endswith("vs compile 1.250x ok; fused quantization 0.0% ok")
     # the bar asks 1.15 * 1.75 / 2.25 = 0.894x the two bare GEMMs
+    # FC1 + FC2 = 2 * 5376 * 28672 + 2 * 14336 * 5376 = 462422016 FLOP per token, x 4824 =
+    # 2.23072e12 in 2.25 / 1.15 ms: 1140.1 TFLOP/s, 81.4% of 1400; in 1.75 ms: 1274.7, 91.0%
     assert lines[4].endswith(
         "vs compile 1.125x MISSED, vs its two _scaled_mm 0.875x (the bar asks 0.894x)"
+        " [asks 1140 TFLOP/s, 81% of the H200's ceiling; the bare GEMM ran at 91%]"
     )
 
 
