@@ -107,11 +107,18 @@ h200_bars() {  # session 32, for an H200 (where every bar is stated): the BF16 p
   echo "== H200: the bars" | tee -a "$OUT/bench.log"
   bars_once
   smi_start
-  run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 32 \
-    --json "$OUT/bench_pre_attention_2.json"
+  bf16_second_run
   smi_stop
   run 60 "$OUT/bench.log" python3 scripts/cublas_kernels.py --json "$OUT/cublas_kernels.json"
+}
+bf16_second_run() {  # issue #4's second run of the BF16 op at every centre (32 replays), and
+                     # scripts/bars.py's verdict on it
+  run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 32 \
+    --json "$OUT/bench_pre_attention_2.json"
   python3 scripts/bars.py --pre "$OUT/bench_pre_attention_2.json" 2>&1 | tee -a "$OUT/bench.log"
+}
+tail_splits() {  # session 35: the FP8 pre-attention's pairs' tail split by its split count
+  run 150 "$OUT/bench.log" python3 scripts/pair_tail_splits.py --json "$OUT/pair_tail_splits.json"
 }
 bars_once() {  # session 32: the BF16 op and the FP8 ops with both cluster sizes at every centre
                # against their chains, then scripts/bars.py's verdict on them. Session 34: 32 / 30
@@ -149,21 +156,19 @@ case "$MODE" in
   s35-last)  # session 35's last call (~6 minutes of device time left): on an H200 the bars only
              # (bars_once, ~3 minutes); then, on any card, scripts/pair_tail_splits.py
     if is_h200; then bars_once; fi
-    run 150 "$OUT/bench.log" python3 scripts/pair_tail_splits.py --json "$OUT/pair_tail_splits.json"
+    tail_splits
     ;;
   s35-split)  # session 35, whichever card: on an H200 s35-h200 first; then, on any card, the FP8
               # pre-attention's pairs' tail split by its split count (scripts/pair_tail_splits.py)
     if is_h200; then bash "$0" s35-h200 || status=1; fi
-    run 150 "$OUT/bench.log" python3 scripts/pair_tail_splits.py --json "$OUT/pair_tail_splits.json"
+    tail_splits
     ;;
   s35-h200)  # session 35, for an H200 only (nothing elsewhere): s34-h200b, then the BF16 op's
              # second run at 32 replays (issue #4's two runs); ~5.5 minutes, ten files (run it
              # with OUT=/tmp/r and tar /tmp/r into $OUT)
     if is_h200; then
       bash "$0" s34-h200b || status=1
-      run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 32 \
-        --json "$OUT/bench_pre_attention_2.json"
-      python3 scripts/bars.py --pre "$OUT/bench_pre_attention_2.json" 2>&1 | tee -a "$OUT/bench.log"
+      bf16_second_run
     else
       echo "== not an H200: nothing run"
     fi

@@ -39,7 +39,7 @@ def main() -> None:
 
     rows = []
     for m in args.m:
-        fns, _, _, flops = forms("pre_attention", m)
+        fns = forms("pre_attention", m)[0]
         sel = {"single_launch": fns["h3"], "two_launches": fns["h3_prologue_launch"]}
         for s in (2, 4, 8):
             sel[f"split_max{s}"] = with_setting(gemm, "TAIL_MAX_SPLITS", s, fns["h3_pair_tail"])
