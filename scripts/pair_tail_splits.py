@@ -11,6 +11,12 @@ and one where it does not (4736: 92 leftover, no split). If the time falls with 
 split works and something fixed costs; if it stays flat, the last round is not what the split
 units decide.
 
+Session 36 adds ``tail_kernel``: the two launches with the tail-split kernel and one k-range per
+pair (``pre_attention.FP8_PAIR_TAIL_KERNEL``; no split, the plain kernel's sums). Against
+``two_launches`` it is the tail kernel's own cost; the split forms against ``tail_kernel`` are the
+split's. Before timing, its q / k / v bytes are compared with the two launches' (they must be
+equal: the same sums and epilogue), and the verdict is printed and recorded.
+
     PYTHONPATH=. python3 scripts/pair_tail_splits.py [--m 4736 4824 9648] [--json out.json]
 """
 
@@ -32,19 +38,33 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
+    import numpy as np
     from ops_fp8 import forms, with_setting
 
-    from h3cupy.ops import gemm
-    from h3cupy.testing import bench_graphs, device_info
+    from h3cupy.ops import gemm, pre_attention
+    from h3cupy.testing import bench_graphs, device_info, download, poison
 
     rows = []
     for m in args.m:
         fns = forms("pre_attention", m)[0]
         sel = {"single_launch": fns["h3"], "two_launches": fns["h3_prologue_launch"]}
+        sel["tail_kernel"] = with_setting(pre_attention, "FP8_PAIR_TAIL_KERNEL", True, fns["h3"])
+        same = True
+        for name in ("two_launches", "tail_kernel"):
+            poison(*fns["h3"].outs)  # 0xFF bytes: each form writes every output byte itself
+            sel[name](0)
+            got = [download(t).view(np.uint16).copy() for t in fns["h3"].outs]
+            if name == "two_launches":
+                ref = got
+                same = not any((r == 0xFFFF).any() for r in ref)  # no poison left
+            else:
+                same = same and all(np.array_equal(a, b) for a, b in zip(ref, got, strict=True))
+        print(f"M={m:>6}: the tail kernel with one range gives the two launches' bytes: {same}")
         for s in (2, 4, 8):
             sel[f"split_max{s}"] = with_setting(gemm, "TAIL_MAX_SPLITS", s, fns["h3_pair_tail"])
         t = bench_graphs(sel, reps=args.reps)
-        row = {"M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
+        row = {"M": m, "tail_kernel_same_bytes": same}
+        row.update({f"{k}_ms": v["median_ms"] for k, v in t.items()})
         row["after_ms"] = {k: v["after_ms"] for k, v in t.items()}
         rows.append(row)
         print(

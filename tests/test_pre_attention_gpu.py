@@ -487,6 +487,37 @@ def test_fp8_pre_attention_pair_cluster_same_bits(m, rng, monkeypatch):
         op()
 
 
+def test_fp8_pre_attention_tail_kernel_one_range_same_bits(rng, monkeypatch):
+    """The diagnostic pre_attention.FP8_PAIR_TAIL_KERNEL (the tail-split kernel with one k-range
+    per pair, no split): the two launches' bytes exactly, q / k / v poisoned before each run, at
+    M = 4824 (16 pairs left for a last round, where the split would engage)."""
+    from h3cupy.ops import pre_attention
+    from h3cupy.testing import download, poison
+    from h3cupy.verify import fp8_pre_attention_runner
+
+    _need_sm90()
+    *_, op = fp8_pre_attention_runner(4824, "bf16", rng)
+    q, k, v = op()[:3]  # caller-owned outputs, poisoned before each run below
+    names = _kernel_names(monkeypatch)
+
+    def run():
+        poison(q, k, v)
+        op(q=q, k=k, v=v)
+        got = [download(t).view(np.uint16).copy() for t in (q, k, v)]
+        # no poison left (0xFFFF): every element written
+        assert not any((g == 0xFFFF).any() for g in got)
+        return got
+
+    monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", False)
+    base = run()
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_KERNEL", True)
+    names.clear()
+    tail = run()
+    assert any("pre_attention_fp8_n192_tail_sm90" in n for n in names), names
+    for name, a, b in zip("qkv", base, tail, strict=True):
+        assert np.array_equal(a, b), f"{name}: the tail kernel with one range differs"
+
+
 def test_fp8_pre_attention_tail_split_takes_two_launches(rng, monkeypatch):
     """With the pairs' tail split (pre_attention.FP8_PAIR_TAIL_SPLIT) the op takes the two
     launches even under FP8_FUSED_PROLOGUE (the single launch has no tail split): the prologue

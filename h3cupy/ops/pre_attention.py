@@ -105,6 +105,13 @@ FP8_TILES = ("n192", "m192", "m128")
 #: the same from run to run, eager or in a CUDA graph. True also takes the two launches
 #: (:data:`FP8_FUSED_PROLOGUE`'s single launch has no tail split).
 FP8_PAIR_TAIL_SPLIT = False
+#: A diagnostic (session 36), not a mode for users: the ``"n192"`` pairs in two launches with
+#: the tail-split kernel (``pre_attention_fp8_n192_tail_sm90``) even where no split engages, one
+#: k-range per pair (the same sums and bytes as the plain kernel). Session 35 measured the split
+#: 1.9-2.6% slower than no split on an H100 with the extra time doubling from 16 to 32 leftover
+#: pairs; this times the tail kernel's own cost apart from the split's
+#: (``scripts/pair_tail_splits.py``). True also takes the two launches.
+FP8_PAIR_TAIL_KERNEL = False
 #: The FP8 op on sm_90a at M > 256 with the ``"n192"`` tiles in one launch (written in session
 #: 26, the default since session 27: its tests passed on an H100, and it was faster than the two
 #: launches at every centre in two of three runs, by 1.7-6.7% on an H200 (benchmarks/NOTES.md,
@@ -585,8 +592,9 @@ def minimax_h3_fp8_pre_attention(
     tile = FP8_TILE if large else "small"
     pairs = tile == "n192"
     wg = 3 if tile == "m192" else 2  # consumer warpgroups
-    # (an explicit FP8_PAIR_TAIL_SPLIT takes the two launches: the single launch has no tail split)
-    fused = bool(FP8_FUSED_PROLOGUE) and pairs and not FP8_PAIR_TAIL_SPLIT
+    # (an explicit FP8_PAIR_TAIL_SPLIT or FP8_PAIR_TAIL_KERNEL takes the two launches: the single
+    # launch has no tail split)
+    fused = bool(FP8_FUSED_PROLOGUE) and pairs and not (FP8_PAIR_TAIL_SPLIT or FP8_PAIR_TAIL_KERNEL)
     pair_cluster = fp8_pair_cluster(m)  # (checks FP8_PAIR_CLUSTER before any launch)
     # (the n192 pairs: fp8_pair_cluster(m) in the single launch, single CTAs in the two launches)
     if tile == "m192":
@@ -629,7 +637,7 @@ def minimax_h3_fp8_pre_attention(
         split=(FP8_PAIR_TAIL_SPLIT or not pairs) and not fused,
         wg=wg,
     )
-    if pairs and plan.splits > 1:
+    if pairs and (plan.splits > 1 or FP8_PAIR_TAIL_KERNEL):
         kernel = jit.get_kernel(
             PRE_ATTENTION_FP8, f"h3::pre_attention_fp8_n192_tail_sm90<{mode}>", target
         )
