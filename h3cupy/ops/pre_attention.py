@@ -95,22 +95,23 @@ FP8_MMA_FORM = -1
 FP8_TILE = "n192"
 FP8_TILES = ("n192", "m192", "m128")
 #: The tail split (:data:`h3cupy.ops.gemm.TAIL_SPLIT`) for the FP8 op's ``"n192"`` pairs (session
-#: 24; its tests passed on an H100 in session 25, where it ran level to 1.2% slower than without
-#: it, so off by default): the pairs left for
-#: the persistent grid's last round (at M = 4824, 2128 pairs = 16 rounds of 132 CTAs and 16 pairs
-#: more, ~5% of the launch with 116 CTAs idle) run as up to 4 k-ranges of both of their tiles on
-#: otherwise idle CTAs; each warpgroup's last arrival sums the partials in split order and runs
-#: the pair's two epilogues (kernel ``pre_attention_fp8_n192_tail_sm90``). The split tiles' sums
-#: differ from the unsplit ones in the last bits (fp32 partials added in another order), and are
-#: the same from run to run, eager or in a CUDA graph. True also takes the two launches
-#: (:data:`FP8_FUSED_PROLOGUE`'s single launch has no tail split).
+#: 24; its tests passed on an H100 in session 25, where it ran level to 1.2% slower than without it,
+#: so off by default; sessions 35-36 on H100s: 1.7-3.1% slower than the two launches without it at M
+#: = 4824 / 9648, of which its kernel alone, with one k-range, is 1.3-1.8%: the split gains nothing
+#: over its own kernel, where ~3% was counted; benchmarks/NOTES.md): the pairs left for the
+#: persistent grid's last round (at M = 4824, 2128 pairs = 16 rounds of 132 CTAs and 16 pairs more,
+#: ~5% of the launch with 116 CTAs idle) run as up to 4 k-ranges of both of their tiles on otherwise
+#: idle CTAs; each warpgroup's last arrival sums the partials in split order and runs the pair's two
+#: epilogues (kernel ``pre_attention_fp8_n192_tail_sm90``). The split tiles' sums differ from the
+#: unsplit ones in the last bits (fp32 partials added in another order), and are the same from run
+#: to run, eager or in a CUDA graph. True also takes the two launches (:data:`FP8_FUSED_PROLOGUE`'s
+#: single launch has no tail split).
 FP8_PAIR_TAIL_SPLIT = False
 #: A diagnostic (session 36), not a mode for users: the ``"n192"`` pairs in two launches with
 #: the tail-split kernel (``pre_attention_fp8_n192_tail_sm90``) even where no split engages, one
-#: k-range per pair (the same sums and bytes as the plain kernel). Session 35 measured the split
-#: 1.9-2.6% slower than no split on an H100 with the extra time doubling from 16 to 32 leftover
-#: pairs; this times the tail kernel's own cost apart from the split's
-#: (``scripts/pair_tail_splits.py``). True also takes the two launches.
+#: k-range per pair (the same sums and bytes as the plain kernel), to time the tail kernel's own
+#: cost apart from the split's (``scripts/pair_tail_splits.py``; measured 1.3-1.8% slower than
+#: the plain kernel on an H100, session 36). True also takes the two launches.
 FP8_PAIR_TAIL_KERNEL = False
 #: The FP8 op on sm_90a at M > 256 with the ``"n192"`` tiles in one launch (written in session
 #: 26, the default since session 27: its tests passed on an H100, and it was faster than the two
