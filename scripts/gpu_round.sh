@@ -157,9 +157,10 @@ case "$MODE" in
              # minutes), for a call with too little device time left for s35-h200
     if is_h200; then bars_once; else echo "== not an H200: nothing run"; fi
     ;;
-  s36)  # session 36, whichever card: on an H200 s35-h200 first (the bars, cluster settings, NVFP4,
-        # the BF16 op's second run); then, on any card, the tail kernel with one k-range against
-        # the two launches' bytes (its test), and scripts/pair_tail_splits.py with that form
+  s36|s35-split)  # sessions 35-36, whichever card: on an H200 s35-h200 first (the bars, cluster
+                  # settings, NVFP4, the BF16 op's second run); then, on any card, the tail kernel
+                  # with one k-range against the two launches' bytes (its test, session 36) and
+                  # scripts/pair_tail_splits.py (the pairs' tail split by split count)
     if is_h200; then bash "$0" s35-h200 || status=1; fi
     run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
       "tail_kernel_one_range or test_fp8_pre_attention_pair_tail_split_elsewhere"
@@ -167,12 +168,7 @@ case "$MODE" in
     ;;
   s35-last)  # session 35's last call (~6 minutes of device time left): on an H200 the bars only
              # (bars_once, ~3 minutes); then, on any card, scripts/pair_tail_splits.py
-    if is_h200; then bars_once; fi
-    tail_splits
-    ;;
-  s35-split)  # session 35, whichever card: on an H200 s35-h200 first; then, on any card, the FP8
-              # pre-attention's pairs' tail split by its split count (scripts/pair_tail_splits.py)
-    if is_h200; then bash "$0" s35-h200 || status=1; fi
+    bash "$0" s36-bars || status=1
     tail_splits
     ;;
   s35-h200)  # session 35, for an H200 only (nothing elsewhere): s34-h200b, then the BF16 op's
