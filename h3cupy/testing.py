@@ -168,6 +168,16 @@ def poison(*arrays) -> None:
             a.view(np.uint8).fill(0xFF)
 
 
+def poisoned_bf16_run(call: Callable[[], object], outputs) -> tuple[list[np.ndarray], bool]:
+    """Poison the bf16 ``outputs`` (:func:`poison`), run ``call()`` and return each output's bits
+    (uint16 arrays) and whether every element was written: 0xFFFF, the poison, is a NaN that no
+    op of this package writes. Used to compare two forms of one op byte for byte."""
+    poison(*outputs)
+    call()
+    got = [download(t).view(np.uint16).copy() for t in outputs]
+    return got, not any((g == 0xFFFF).any() for g in got)
+
+
 def graph_checks(op: str, shape: str, call: Callable[[], object], outputs) -> list[Check]:
     """CUDA-graph safety of one operator call whose outputs, workspaces and device scalars are all
     supplied (``call`` takes no arguments; ``outputs`` are the CuPy arrays it writes): an eager

@@ -489,31 +489,33 @@ def test_fp8_pre_attention_pair_cluster_same_bits(m, rng, monkeypatch):
 
 def test_fp8_pre_attention_tail_kernel_one_range_same_bits(rng, monkeypatch):
     """The diagnostic pre_attention.FP8_PAIR_TAIL_KERNEL (the tail-split kernel with one k-range
-    per pair, no split): the two launches' bytes exactly, q / k / v poisoned before each run, at
-    M = 4824 (16 pairs left for a last round, where the split would engage)."""
+    per pair, no split): within SPEC §8 of the reference on rows of every M-tile, and the two
+    launches' bytes exactly, q / k / v poisoned before each run, at M = 4824 (16 pairs left for
+    a last round, where the split would engage)."""
     from h3cupy.ops import pre_attention
-    from h3cupy.testing import download, poison
+    from h3cupy.testing import poisoned_bf16_run
     from h3cupy.verify import fp8_pre_attention_runner
 
     _need_sm90()
-    *_, op = fp8_pre_attention_runner(4824, "bf16", rng)
-    q, k, v = op()[:3]  # caller-owned outputs, poisoned before each run below
-    names = _kernel_names(monkeypatch)
-
-    def run():
-        poison(q, k, v)
-        op(q=q, k=k, v=v)
-        got = [download(t).view(np.uint16).copy() for t in (q, k, v)]
-        # no poison left (0xFFFF): every element written
-        assert not any((g == 0xFFFF).any() for g in got)
-        return got
-
+    m = 4824
     monkeypatch.setattr(pre_attention, "FP8_FUSED_PROLOGUE", False)
-    base = run()
     monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_KERNEL", True)
-    names.clear()
-    tail = run()
+    names = _kernel_names(monkeypatch)
+    # Against the reference (the SPEC §8 FP8-op bound, in check_pre_attention_fp8): the sampled
+    # rows plus every 31st row, so each 128-row M-tile, the last round's pairs included, is read.
+    results = check_pre_attention_fp8(m, "bf16", rng, extra_rows=np.arange(0, m, 31))
     assert any("pre_attention_fp8_n192_tail_sm90" in n for n in names), names
+    assert_passed(results)
+
+    *_, op = fp8_pre_attention_runner(m, "bf16", rng)
+    q, k, v = op()[:3]  # caller-owned outputs, poisoned before each run below
+    tail, written = poisoned_bf16_run(lambda: op(q=q, k=k, v=v), (q, k, v))
+    assert written, "the tail kernel left poisoned (unwritten) elements"
+    monkeypatch.setattr(pre_attention, "FP8_PAIR_TAIL_KERNEL", False)
+    names.clear()
+    base, written = poisoned_bf16_run(lambda: op(q=q, k=k, v=v), (q, k, v))
+    assert written, "the two launches left poisoned (unwritten) elements"
+    assert not any("_tail" in n for n in names), names
     for name, a, b in zip("qkv", base, tail, strict=True):
         assert np.array_equal(a, b), f"{name}: the tail kernel with one range differs"
 
