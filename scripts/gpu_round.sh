@@ -153,6 +153,12 @@ nvfp4_ops() {  # session 34: the NVFP4 ops (Hopper path) at every centre against
 }
 # Each mode fits in one device call (10 minutes).
 case "$MODE" in
+  s37)  # session 37, whichever card: on an H200 s35-h200 first (~5.5 minutes); then, on any
+        # card, the tail kernel's test (now also against the reference) and its neighbour
+    if is_h200; then bash "$0" s35-h200 || status=1; fi
+    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+      "tail_kernel_one_range or test_fp8_pre_attention_pair_tail_split_elsewhere"
+    ;;
   s36-bars)  # session 36, for an H200 only (nothing elsewhere): the bars alone (bars_once, ~3
              # minutes), for a call with too little device time left for s35-h200
     if is_h200; then bars_once; else echo "== not an H200: nothing run"; fi
