@@ -37,9 +37,14 @@ def test_compile(target, file):
     assert res.cubin[:4] == b"\x7fELF"
     assert set(res.lowered) == set(SPECS[file].names)
     report = jit.parse_ptxas_report(res.log)
-    # (the log in the message: session 33's H200 suite saw this report empty once, for the
-    # sm_89 prologue at three CTAs per SM, with 8 pytest-xdist workers compiling; not reproduced
-    # on the CPU machine in 60 compiles, 4 processes at a time)
+    if not res.log:
+        # NOTE: twice the whole NVRTC log came back empty (no ptxas lines at all), both times for
+        # this target and module (the sm_89 prologue at three CTAs per SM) in the GPU machine's
+        # suite under 8 pytest-xdist workers (sessions 33 and 37, NVRTC 13.0; never on the CPU
+        # machine in 60 compiles). A missing log says nothing of the kernel, so it is compiled
+        # once more and that log must hold the full report.
+        res = jit.compile_module(SPECS[file], target, verbose=True)
+        report = jit.parse_ptxas_report(res.log)
     assert set(report) == set(res.lowered.values()), res.log[:2000]
     # NOTE: C7514 means ptxas serialized every wgmma of a kernel (one in flight at a time) because
     # code read a fragment between a wgmma and its wait; the BF16 pre-attention kernels ran ~10%
