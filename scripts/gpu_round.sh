@@ -3,7 +3,7 @@
 # self-test table and the benchmarks, writing logs and JSON to an output folder. Every stage has
 # a timeout, so a hung kernel costs minutes, not the whole call.
 #
-#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s36-bars|s36|s35-last|s35-split|s35-h200|s34-h200b|s34-auto|s34-a|s33-mlp|s33-b|s33-order|s33-auto|s33-suite|s32-f|s32-e|s32-d|s32-c|s32-h200b|s32-h200|s32-b|s32-auto|s32-a|s31-g|s31-f|s31-e|s31-d|s31-c|s31-a|s30-f|s30-c|s30-d|s28-b|s27-g|s27-f|s27-e|s26-f|s26-c|s26-b|s26-a|s25-a|s25-b|s25-c|s25-d|s24-a|s23-c|s23-b|s23-a|s22-g|s22-f|s22-e|s22-d|s22-c|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
+#   OUT=/some/dir bash scripts/gpu_round.sh [tests|s37|s36-bars|s36|s35-last|s35-split|s35-h200|s34-h200b|s34-auto|s34-a|s33-mlp|s33-b|s33-order|s33-auto|s33-suite|s32-f|s32-e|s32-d|s32-c|s32-h200b|s32-h200|s32-b|s32-auto|s32-a|s31-g|s31-f|s31-e|s31-d|s31-c|s31-a|s30-f|s30-c|s30-d|s28-b|s27-g|s27-f|s27-e|s26-f|s26-c|s26-b|s26-a|s25-a|s25-b|s25-c|s25-d|s24-a|s23-c|s23-b|s23-a|s22-g|s22-f|s22-e|s22-d|s22-c|s22-b|s22-a|s21-h|s21-g|s21-f|s21-e|s21-d|s21-c|s21-b|s20-e|s20-c|s20-b|s19-e|s19-d|s19-c|s19-a|s19-desc|s18-f|s18-c|s18-a|s17-f|s16-d|s16-a|s16-b|s15-f|s15-e|s15-a|s14-g|s14-f|s14-e|s14-d|s14-b|s14-a|s14-first|s13-probe|s13-ab|s13-final|s13-n192|s12-e|s12-c|s12-b|s12-a|s12-split|s11-check|s11-final|s11-final-b|s11-final-c|s11-x1|s11-waits|s10-stage5p|s10-stage5|s10-ab|s10-epi2|s10-epi|s10-probe|s10-a|s10-order|s9-energy|s9-review|s9-pre|s9-final|s9-tail|s9-ws|s8-review|s8-review-mlp|s8-final|s8-tail|s8-gated|s7-final|s7-fused|s7-fair|s7-probe|s7-probe2|s6-ab|s6-bf16|s6-tests|s6-final|s6-nv224|promo|ops-check|prefetch|final|final-check|m192|s5|s5-final|s5-probe|swapab|new|new-mlp|new-ops|selftest|bench|bench-ops]
 #
 # tests (default): the foundation, engine and BF16-op GPU tests (ping-pong included), memcheck.
 # selftest: the self-test table.
@@ -120,6 +120,11 @@ bf16_second_run() {  # issue #4's second run of the BF16 op at every centre (32 
 tail_splits() {  # session 35: the FP8 pre-attention's pairs' tail split by its split count
   run 180 "$OUT/bench.log" python3 scripts/pair_tail_splits.py --json "$OUT/pair_tail_splits.json"
 }
+tail_kernel_tests() {  # sessions 36-37: the tail kernel with one k-range (its test: the reference
+                      # and the two launches' bytes) and the split's bits outside its pairs
+  run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
+    "tail_kernel_one_range or test_fp8_pre_attention_pair_tail_split_elsewhere"
+}
 bars_once() {  # session 32: the BF16 op and the FP8 ops with both cluster sizes at every centre
                # against their chains, then scripts/bars.py's verdict on them. Session 34: 32 / 30
                # timed replays per form (were 16 / 10: at 10, two MLP forms running the same
@@ -156,8 +161,7 @@ case "$MODE" in
   s37)  # session 37, whichever card: on an H200 s35-h200 first (~5.5 minutes); then, on any
         # card, the tail kernel's test (now also against the reference) and its neighbour
     if is_h200; then bash "$0" s35-h200 || status=1; fi
-    run 150 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-      "tail_kernel_one_range or test_fp8_pre_attention_pair_tail_split_elsewhere"
+    tail_kernel_tests
     ;;
   s36-bars)  # session 36, for an H200 only (nothing elsewhere): the bars alone (bars_once, ~3
              # minutes), for a call with too little device time left for s35-h200
@@ -168,8 +172,7 @@ case "$MODE" in
                   # with one k-range against the two launches' bytes (its test, session 36) and
                   # scripts/pair_tail_splits.py (the pairs' tail split by split count)
     if is_h200; then bash "$0" s35-h200 || status=1; fi
-    run 120 "$OUT/tests.log" "${PYTEST[@]}" tests/test_pre_attention_gpu.py -k \
-      "tail_kernel_one_range or test_fp8_pre_attention_pair_tail_split_elsewhere"
+    tail_kernel_tests
     tail_splits
     ;;
   s35-last)  # session 35's last call (~6 minutes of device time left): on an H200 the bars only
