@@ -37,6 +37,9 @@ def test_environment_variables_are_read():
     )
     unread = [n for n in names if n not in sources]
     assert not unread, f"README lists environment variables nothing reads: {unread}"
+    # STYLE.md: every H3CUPY_* knob is in the README
+    read = set(re.findall(r"H3CUPY_[A-Z_]+", sources))
+    assert read <= set(names), f"not in the README's table: {sorted(read - set(names))}"
 
 
 def test_gpu_round_modes_exist():
