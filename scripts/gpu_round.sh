@@ -16,10 +16,14 @@
 #   bars        the issues' speed bars on this card: the BF16 pre-attention and the FP8 ops (both
 #               cluster sizes) at every production centre against their chains, the NVFP4 ops,
 #               scripts/bars.py's verdict; ~4 minutes
-#   h200        on an H200 only (the bars are stated for it; elsewhere nothing runs): bars, then the
-#               MLP's and out_proj's cluster settings, the BF16 op's second run; ~5.5 minutes and
-#               more files than a device call returns (run it with OUT=/tmp/r, tar /tmp/r into $OUT)
-#   h200-short  on an H200 only: the bars' benchmarks without the NVFP4 ops; ~3 minutes
+#   h200        on an H200 only (the bars are stated for it; elsewhere nothing runs): the MLP's
+#               cluster sizes at 19296 / 38592, bars, the BF16 op's second run, the out_proj's
+#               cluster sizes at 4824 / 9648; ~6 minutes and more files than a device call
+#               returns, so run it as
+#                 GPU_ROUND_TAR=$OUT/r.tgz OUT=/tmp/r bash scripts/gpu_round.sh h200
+#               (the tarball is rewritten after every stage)
+#   h200-short  on an H200 only: the MLP's cluster sizes at 19296 / 38592, then the bars'
+#               benchmarks without the NVFP4 ops; ~4 minutes
 #   clusters    the MLP at every centre and the out_proj at 4824 / 9648 with both cluster sizes
 #   nvfp4       the NVFP4 ops (Hopper path) at every centre against their chains
 #   order       the replay order's carryover: the BF16 op at P = 1 in shuffled and balanced order
@@ -32,6 +36,9 @@
 # Sessions 4-37 added a mode per device call (s5 ... s37, ~150 of them); benchmarks/NOTES.md cites
 # those names. They were removed in session 38 and are in git: `git show
 # 1011c46:scripts/gpu_round.sh`.
+#
+# GPU_ROUND_TAR=FILE: after every stage, $OUT is tarred into FILE (for device calls that may be cut
+# short, and for $OUT folders with more files than a call returns).
 #
 # The NVRTC disk cache lives in .h3cache/ (ignored by git). Fill it on the CPU machine with the
 # device's NVRTC (scripts/prebuild_cache.py) and carry it to the device; unless it was carried,
@@ -51,13 +58,18 @@ carried=0
 } 2>&1 | tee "$OUT/env.txt"
 
 status=0
-run() {  # run SECONDS LOGFILE CMD...: a stage with a timeout, appending to LOGFILE
+run() {  # run SECONDS LOGFILE CMD...: a stage with a timeout, appending to LOGFILE; then, when
+         # GPU_ROUND_TAR names a file, $OUT tarred into it (a call cut short by the device's lease
+         # returns only what it had written, so each finished stage is in the tarball)
   local secs=$1 log=$2
   shift 2
   local t0=$SECONDS
   echo "== $*" | tee -a "$log"
   timeout "$secs" "$@" 2>&1 | tee -a "$log" || { echo "== FAILED or TIMED OUT ($secs s): $*" | tee -a "$log"; status=1; }
   echo "== $((SECONDS - t0)) s" | tee -a "$log"
+  if [ -n "${GPU_ROUND_TAR:-}" ]; then
+    tar czf "$GPU_ROUND_TAR.part" -C "$(dirname "$OUT")" "$(basename "$OUT")" && mv "$GPU_ROUND_TAR.part" "$GPU_ROUND_TAR"
+  fi
 }
 PYTEST=(python3 -m pytest -q -rs -p no:cacheprovider)
 smi_start() {  # SM clock, power, temperature and throttle reasons every 250 ms to $OUT/smi.csv
@@ -111,6 +123,13 @@ cluster_settings() {  # the MLP at every centre and the out_proj at 4824 / 9648 
   run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 9648 \
     --reps 40 --no-compile --other-cluster --json "$OUT/bench_out_proj.json"
 }
+mlp_large_clusters() {  # the MLP at 19296 / 38592 with both cluster sizes, 40 timed replays per
+                       # form: whether gemm.FP8_OPS_CLUSTER2_FROM_M (16384, chosen on H100s) needs a
+                       # per-card value for the MLP (an H200 read single CTAs 3.5 / 1.2% faster
+                       # once, NOTES session 33); ~1 minute
+  run 150 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --m 19296 38592 --reps 40 \
+    --no-compile --other-cluster --json "$OUT/bench_mlp_large.json"
+}
 nvfp4_ops() {  # the NVFP4 ops (Hopper path) at every centre against their chains
   run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
     nvfp4_out_proj --reps 10 --json "$OUT/bench_nvfp4.json"
@@ -133,16 +152,18 @@ case "$MODE" in
     ;;
   h200)
     if is_h200; then
+      mlp_large_clusters
       bars_once
-      cluster_settings
       nvfp4_ops
       bf16_second_run
+      run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 9648 \
+        --reps 40 --no-compile --other-cluster --json "$OUT/bench_out_proj.json"
     else
       not_h200
     fi
     ;;
   h200-short)
-    if is_h200; then bars_once; else not_h200; fi
+    if is_h200; then mlp_large_clusters; bars_once; else not_h200; fi
     ;;
   clusters)
     cluster_settings
