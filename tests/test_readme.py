@@ -52,3 +52,26 @@ def test_gpu_round_modes_exist():
     cases = set(re.findall(r"^  ([a-z0-9|-]+)\)", script, re.M))
     cases = {c for group in cases for c in group.split("|")}
     assert modes <= cases, f"README's GPU-round modes not in gpu_round.sh: {sorted(modes - cases)}"
+
+
+def test_paths_exist():
+    paths = set(
+        re.findall(r"\b((?:scripts|benchmarks|examples|tests|h3cupy|cuda_src)/[\w./-]+)", README)
+    )
+    assert len(paths) >= 20, f"found only {len(paths)} paths; has the README's form changed?"
+    missing = sorted(p for p in paths if not (REPO / p.rstrip(".")).exists())
+    assert not missing, f"README names files that do not exist: {missing}"
+
+
+def test_gpu_round_parses():
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash on this machine")
+    proc = subprocess.run(
+        ["bash", "-n", str(REPO / "scripts" / "gpu_round.sh")], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
