@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import importlib
 import re
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
@@ -64,11 +68,6 @@ def test_paths_exist():
 
 
 def test_gpu_round_parses():
-    import shutil
-    import subprocess
-
-    import pytest
-
     if shutil.which("bash") is None:
         pytest.skip("no bash on this machine")
     proc = subprocess.run(
