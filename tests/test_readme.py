@@ -1,7 +1,8 @@
-"""The README's reference tables name things that exist: every module setting is an attribute of
-its module, every environment variable is read somewhere in the package, and every GPU-round
-mode is a case of scripts/gpu_round.sh. (Session 38 found README text naming probe A/Bs the
-script never had; these tables are the ones a newcomer copies from.)"""
+"""The README names things that exist: every module setting is an attribute of its module,
+every environment variable in its table is read by the package or the tests (and every one they
+read is in the table, as STYLE.md asks), every GPU-round mode is a case of scripts/gpu_round.sh
+(which parses), and every repository path it names is there. (Session 38 found README text naming
+probe A/Bs the script never had; these are the parts a newcomer copies from.)"""
 
 from __future__ import annotations
 
