@@ -67,6 +67,9 @@ run() {  # run SECONDS LOGFILE CMD...: a stage with a timeout, appending to LOGF
   echo "== $*" | tee -a "$log"
   timeout "$secs" "$@" 2>&1 | tee -a "$log" || { echo "== FAILED or TIMED OUT ($secs s): $*" | tee -a "$log"; status=1; }
   echo "== $((SECONDS - t0)) s" | tee -a "$log"
+  snapshot
+}
+snapshot() {  # $OUT into $GPU_ROUND_TAR when it is set (written aside, then renamed)
   if [ -n "${GPU_ROUND_TAR:-}" ]; then
     tar czf "$GPU_ROUND_TAR.part" -C "$(dirname "$OUT")" "$(basename "$OUT")" && mv "$GPU_ROUND_TAR.part" "$GPU_ROUND_TAR"
   fi
@@ -101,18 +104,18 @@ bars_once() {  # the BF16 op and the FP8 ops (both cluster sizes) at every centr
                # chains, 32 / 30 timed replays per form (at 10, two forms running the same kernels
                # read 4-8% apart on an H100: NOTES, session 34), then scripts/bars.py's verdict
   smi_start
-  run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 32 \
-    --json "$OUT/bench_pre_attention.json"
+  bf16_run "$OUT/bench_pre_attention.json"
   run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --reps 30 --other-cluster \
     --json "$OUT/bench_ops_fp8.json"
   smi_stop
   python3 scripts/bars.py --pre "$OUT/bench_pre_attention.json" --ops "$OUT/bench_ops_fp8.json" \
     2>&1 | tee -a "$OUT/bench.log"
 }
-bf16_second_run() {  # issue #4's second run of the BF16 op at every centre (32 replays), and
-                     # scripts/bars.py's verdict on it
-  run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 32 \
-    --json "$OUT/bench_pre_attention_2.json"
+bf16_run() {  # bf16_run JSON: the BF16 op at every centre against its chains, 32 replays per form
+  run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 8 4 2 1 --reps 32 --json "$1"
+}
+bf16_second_run() {  # issue #4's second run of the BF16 op, and scripts/bars.py's verdict on it
+  bf16_run "$OUT/bench_pre_attention_2.json"
   python3 scripts/bars.py --pre "$OUT/bench_pre_attention_2.json" 2>&1 | tee -a "$OUT/bench.log"
 }
 cluster_settings() {  # the MLP at every centre and the out_proj at 4824 / 9648 with the other
@@ -120,6 +123,9 @@ cluster_settings() {  # the MLP at every centre and the out_proj at 4824 / 9648 
                      # per form, graph replays only
   run 300 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops mlp --reps 40 --no-compile \
     --other-cluster --json "$OUT/bench_mlp.json"
+  out_proj_clusters
+}
+out_proj_clusters() {  # the out_proj at 4824 / 9648 with both cluster sizes, 40 replays per form
   run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 9648 \
     --reps 40 --no-compile --other-cluster --json "$OUT/bench_out_proj.json"
 }
@@ -156,8 +162,7 @@ case "$MODE" in
       bars_once
       nvfp4_ops
       bf16_second_run
-      run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops out_proj --m 4824 9648 \
-        --reps 40 --no-compile --other-cluster --json "$OUT/bench_out_proj.json"
+      out_proj_clusters
     else
       not_h200
     fi
@@ -206,4 +211,5 @@ case "$MODE" in
     ;;
 esac
 [ "$carried" = 1 ] || tar cf "$OUT/h3cache.tar" .h3cache 2>/dev/null
+snapshot  # what ran after the last stage (bars.py's verdicts)
 exit $status
