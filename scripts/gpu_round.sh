@@ -89,11 +89,11 @@ suite_xdist() {  # the tests' time is mostly their NumPy references on the host 
 }
 sanitizers() {  # memcheck of every GEMM path; memcheck and synccheck of the operators' default
                 # launches (scripts/memcheck_ops.py: M = 3000, where the spare producer warps
-                # write rows too), the FP8 pre-attention's single launch (--fp8) and the ops'
-                # clusters of two (--clusters, M = 2900)
+                # write rows too), the FP8 pre-attention's single launch (--fp8), the ops'
+                # clusters of two (--clusters, M = 2900) and FC1's opt-in single launch (--mlp)
   run 120 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --report-api-errors no \
     --error-exitcode 3 python3 scripts/memcheck_gemm.py
-  for flag in "" --fp8 --clusters; do
+  for flag in "" --fp8 --clusters --mlp; do
     for tool in memcheck synccheck; do
       run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
         --error-exitcode 3 python3 scripts/memcheck_ops.py $flag
