@@ -10,9 +10,10 @@
 #   tests       the whole GPU suite (every test file, ping-pong variants included) in 8 pytest-xdist
 #               workers; ~5-6 minutes on an H100 / H200
 #   memcheck    compute-sanitizer: memcheck of every GEMM path, memcheck and synccheck of the
-#               operators' default launches, the FP8 pre-attention's single launch and the ops'
-#               clusters of two (scripts/memcheck_ops.py); ~70 s on an H100
-#   selftest    the self-test table (every operator that runs on this card)
+#               operators' default launches, the FP8 pre-attention's single launch, the ops'
+#               clusters of two and FC1's opt-in single launch (scripts/memcheck_ops.py); ~95 s
+#               on an H100
+#   selftest    the self-test table (every operator that runs on this card); ~50 s on an H100
 #   bars        the issues' speed bars on this card: the BF16 pre-attention and the FP8 ops (both
 #               cluster sizes) at every production centre against their chains, the NVFP4 ops,
 #               scripts/bars.py's verdict; ~4 minutes
