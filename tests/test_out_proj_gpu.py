@@ -119,6 +119,8 @@ def _device_args(m: int, rng):
 
 
 def test_fp8_out_proj_errors(rng):
+    import cupy
+
     from h3cupy.ops.out_proj import minimax_h3_fp8_out_proj as op
 
     _need_sm90()
@@ -132,6 +134,9 @@ def test_fp8_out_proj_errors(rng):
         op(a, wq, ws, gate, idx, res[:32])
     with pytest.raises(ValueError, match=r"o_weight_scale: expected shape \[5376\]"):
         op(a, wq, ws[:10], gate, idx, res)
+    # shorter than minimax_h3_fp8_out_proj_flags(M) (the plan's ready counters and tail split)
+    with pytest.raises(ValueError, match=r"workspace_flags: expected at least \d+ int32"):
+        op(a, wq, ws, gate, idx, res, workspace_flags=cupy.zeros((0,), np.int32))
 
 
 @pytest.mark.parametrize("m", (1, 129, 4824, 38592))

@@ -150,7 +150,7 @@ def device_global_scale(value, dev: int, when: str = "") -> Tensor:
 
     if value is None:
         raise ValueError(
-            f"act_global_scale: required{when}; pass the fp32 [1] device array from "
+            f"act_global_scale: required{when}, got None; pass the fp32 [1] device array from "
             "nvfp4_global_scale_from_amax(amax)"
         )
     t = as_tensor(value, "act_global_scale")

@@ -970,19 +970,28 @@ def _scalar_arg(value, name: str, dev: int):
 
 def check_nvfp4_weight(w_q, w_sf, w_global_scale, act_global_scale, name: str, n: int, k: int, dev):
     """An NVFP4 op's weight operands and activation global scale: ``{name}_q`` uint8 codes
-    ``[n, k/2]``, ``{name}_sf`` contiguous 128x4-swizzled ue4m3 scales (n * k/16 bytes), the
-    weight's global scale (float or one-element fp32 device array), ``act_global_scale`` a
-    required fp32 ``[1]`` device array. Returns ``(wq, wsf, gw_host, gw_t, ga)``."""
+    ``[n, k/2]``, ``{name}_sf`` contiguous 128x4-swizzled ue4m3 scales (n * k/16 bytes, 16-byte
+    aligned), the weight's global scale (a positive float or a one-element fp32 device array;
+    required), ``act_global_scale`` a required fp32 ``[1]`` device array; all on the operands'
+    device. Returns ``(wq, wsf, gw_host, gw_t, ga)``."""
     wq = interop.as_tensor(w_q, f"{name}_q")
     checks.check_tensor(wq, f"{name}_q", "uint8", (n, k // 2), dev)
+    helper = f"quantize_minimax_h3_{name.split('_')[0]}_weight_nvfp4"
     wsf = interop.as_tensor(w_sf, f"{name}_sf")
     checks.check_dtype(wsf, f"{name}_sf", "uint8")
     checks.check_contiguous(wsf, f"{name}_sf")
     if wsf.size != n * (k // 16):
-        helper = f"quantize_minimax_h3_{name.split('_')[0]}_weight_nvfp4"
         raise ValueError(
             f"{name}_sf: expected {n * (k // 16)} bytes of 128x4-swizzled scales, got "
             f"{wsf.size}; pass the scales from {helper}"
+        )
+    # (sm_120a copies them with cp.async.bulk, which needs 16-byte aligned sources)
+    checks.check_aligned(wsf, f"{name}_sf", 16)
+    checks.check_device(wsf, f"{name}_sf", dev)
+    if w_global_scale is None:  # (alpha would be 1 / (act_global_scale * 0): inf)
+        raise TypeError(
+            f"{name}_global_scale: expected a float or a one-element fp32 device array, got "
+            f"None; pass the weight's global scale from {helper}"
         )
     gw_host, gw_t = _scalar_arg(w_global_scale, f"{name}_global_scale", dev)
     ga = checks.device_global_scale(act_global_scale, dev)
@@ -1048,6 +1057,7 @@ def gemm_nvfp4(
             f"got {bst.size}; pass the scales from quantize_minimax_h3_*_weight_nvfp4"
         )
     checks.check_aligned(bst, "b_sf", 16)
+    checks.check_device(bst, "b_sf", dev)
     alpha_host, alpha_t = _scalar_arg(alpha, "alpha", dev)
     ga_t = gw_t = None
     gw_host = 0.0

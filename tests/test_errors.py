@@ -1,0 +1,627 @@
+"""Every public operator's input checks, on any machine (no GPU needed): a bad argument is refused
+with an error that names it, says what was expected and what came, before any device work; and a
+good set of arguments passes every check.
+
+The operands are descriptions of device arrays (``h3cupy.core.interop.Tensor`` with an address,
+shape, strides and format, never backed by memory): the checks read only those. Three stand-ins
+mark the end of the checks, so that nothing runs on a device even where there is one:
+``jit.get_kernel`` (the first step of every launch), ``interop.empty`` (an allocation: every
+output and workspace is supplied here, so none should happen) and any access to an operand's
+memory (a memset of a caller's workspace) raise :class:`ReachedDevice`. ``arch.device_target``
+answers the target under test (sm_90a, or sm_120a for the mma.sync back end's checks).
+
+The GPU suite's ``test_*_errors`` tests run a few of the same refusals on real arrays.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import h3cupy
+from h3cupy.core import arch, interop, jit
+from h3cupy.core.interop import Tensor
+
+D = 5376  # hidden size
+QKV = 21504  # 3 kinds x 56 heads x 128
+O_IN = 7168  # attention output width (the O projection's K)
+FFN = 14336
+HEADS = 56
+#: the valid calls' workspace_flags length: more than minimax_h3_*_flags(M) asks at any M here
+#: (the helpers plan the launch, which needs the kernels: the length check is the GPU suite's)
+FLAGS = 1 << 24
+
+
+class ReachedDevice(Exception):
+    """The call got past its checks: it asked for a kernel, an allocation or an operand's
+    memory."""
+
+
+class _NoMemory:
+    """An operand's ``raw`` array: any use of it is device work."""
+
+    def __getattr__(self, name):
+        raise ReachedDevice(f"operand memory used (.{name})")
+
+    def __getitem__(self, key):
+        raise ReachedDevice("operand memory used ([...])")
+
+
+_ITEMSIZE = {"bf16": 2, "e4m3": 1, "uint8": 1, "int32": 4, "int64": 8, "float32": 4, "float16": 2}
+
+
+class Fakes:
+    """Device-array descriptions at distinct, 256-byte aligned (fake) addresses."""
+
+    def __init__(self):
+        self.next = 1 << 32
+
+    def __call__(self, shape, fmt, *, strides=None, offset=0, device=0) -> Tensor:
+        t = Tensor(None, fmt, False, device)
+        t.shape = tuple(int(d) for d in shape)
+        t.itemsize = _ITEMSIZE[fmt]
+        if strides is None:
+            strides, acc = [], 1
+            for d in reversed(t.shape):
+                strides.insert(0, acc)
+                acc *= max(d, 1)
+        t._strides = tuple(strides)
+        extent = 1 + sum((d - 1) * s for d, s in zip(t.shape, t._strides, strict=True) if d)
+        t.ptr = self.next + offset
+        self.next += -(-extent * t.itemsize // 256) * 256 + 256
+        t._raw = _NoMemory()
+        return t
+
+
+@pytest.fixture
+def device_stub(monkeypatch):
+    """Stand-ins for the device (see the module docstring); yields a setter for the target."""
+    state = {"target": "sm_90a"}
+
+    def get_kernel(*a, **k):
+        raise ReachedDevice("jit.get_kernel")
+
+    def empty(*a, **k):
+        raise ReachedDevice("interop.empty (an allocation)")
+
+    monkeypatch.setattr(arch, "device_target", lambda device_id=None: state["target"])
+    monkeypatch.setattr(jit, "get_kernel", get_kernel)
+    monkeypatch.setattr(interop, "empty", empty)
+    return state
+
+
+# ---------------------------------------------------------------------------------------------
+# A valid call of each operator: every operand, output and workspace supplied
+# ---------------------------------------------------------------------------------------------
+
+
+def _prologue(f: Fakes, m: int, index: str = "int64", table_stride: int = D) -> dict:
+    # the AdaLN tables as column chunks of a [9, 6 * 5376] modulation projection when
+    # table_stride > D (SPEC: strided table views are allowed)
+    return {
+        "x": f((m, D), "bf16"),
+        "x_norm_weight": f((D,), "bf16"),
+        "adaln_scale": f((9, D), "bf16", strides=(table_stride, 1)),
+        "adaln_shift": f((9, D), "bf16", strides=(table_stride, 1)),
+        "adaln_index": f((m,), index),
+    }
+
+
+def _heads(f: Fakes, m: int) -> dict:
+    return {
+        "q_norm_weight": f((128,), "bf16"),
+        "k_norm_weight": f((128,), "bf16"),
+        "rope_cos_sin": f((max(m, 4096), 96), "bf16"),
+    }
+
+
+def _qkv_outputs(f: Fakes, m: int, out_mode: str) -> dict:
+    if out_mode == "nvfp4":
+        d = {n: f((m, HEADS, 64), "uint8") for n in "qkv"}
+        d.update({f"{n}_sf": f((m, HEADS, 8), "uint8") for n in "qkv"})
+        d.update({f"{n}_global_scale": f((1,), "float32") for n in "qkv"})
+        return d
+    fmt = "bf16" if out_mode == "bf16" else "e4m3"
+    d = {n: f((m, HEADS, 128), fmt) for n in "qkv"}
+    if out_mode == "e4m3":
+        d.update({f"{n}_descale": f((1,), "float32") for n in "qkv"})
+    return d
+
+
+def bf16_pre_attention(f: Fakes, m: int, *, p: int = 2, index: str = "int64", **kw) -> dict:
+    return {
+        **_prologue(f, m, index, **kw),
+        "qkv_weight": f((QKV, D), "bf16"),
+        **_heads(f, m),
+        "ulysses_degree": p,
+        "out": f((p, m, HEADS // p, 3, 128), "bf16"),
+        "rope_positions": f((m,), index),
+        "workspace": f((m, D), "bf16"),
+        "eps": 1e-5,
+        "qk_eps": 1e-6,
+    }
+
+
+def fp8_pre_attention(f: Fakes, m: int, *, out_mode: str = "e4m3", index="int64", **kw) -> dict:
+    return {
+        **_prologue(f, m, index, **kw),
+        "qkv_weight_q": f((QKV, D), "e4m3"),
+        "qkv_weight_scale": f((QKV,), "float32"),
+        **_heads(f, m),
+        "out_mode": out_mode,
+        **_qkv_outputs(f, m, out_mode),
+        "act_q": f((m, D), "e4m3"),
+        "act_scale": f((m,), "float32"),
+        "eps": 1e-5,
+    }
+
+
+def nvfp4_pre_attention(f: Fakes, m: int, *, out_mode: str = "nvfp4", index="int64", **kw) -> dict:
+    return {
+        **_prologue(f, m, index, **kw),
+        "qkv_weight_q": f((QKV, D // 2), "uint8"),
+        "qkv_weight_sf": f((QKV * D // 16,), "uint8"),
+        "qkv_weight_global_scale": f((1,), "float32"),
+        "act_global_scale": f((1,), "float32"),
+        **_heads(f, m),
+        "out_mode": out_mode,
+        "alpha": f((1,), "float32"),
+        **_qkv_outputs(f, m, out_mode),
+        "act_q": f((m, D // 2), "uint8"),
+        "act_sf": f((m, D // 16), "uint8"),
+        "workspace_a": f((m, D), "bf16"),
+        "workspace_w": f((QKV, D), "bf16"),
+        "eps": 1e-5,
+    }
+
+
+def _gated(f: Fakes, m: int, index: str) -> dict:
+    return {
+        "gate": f((9, D), "bf16"),
+        "gate_index": f((m,), index),
+        "residual": f((m, D), "bf16"),
+    }
+
+
+def fp8_out_proj(f: Fakes, m: int, *, index: str = "int32") -> dict:
+    return {
+        "attn_out": f((m, O_IN), "bf16"),
+        "o_weight_q": f((D, O_IN), "e4m3"),
+        "o_weight_scale": f((D,), "float32"),
+        **_gated(f, m, index),
+        "out": f((m, D), "bf16"),
+        "act_q": f((m, O_IN), "e4m3"),
+        "act_scale": f((m,), "float32"),
+        "workspace_flags": f((FLAGS,), "int32"),
+    }
+
+
+def nvfp4_out_proj(f: Fakes, m: int, *, index: str = "int32") -> dict:
+    return {
+        "attn_out": f((m, O_IN), "bf16"),
+        "o_weight_q": f((D, O_IN // 2), "uint8"),
+        "o_weight_sf": f((D * O_IN // 16,), "uint8"),
+        "o_weight_global_scale": f((1,), "float32"),
+        "act_global_scale": f((1,), "float32"),
+        **_gated(f, m, index),
+        "out": f((m, D), "bf16"),
+        "act_q": f((m, O_IN // 2), "uint8"),
+        "act_sf": f((m, O_IN // 16), "uint8"),
+        "workspace_a": f((m, O_IN), "bf16"),
+        "workspace_w": f((D, O_IN), "bf16"),
+    }
+
+
+def mlp(f: Fakes, m: int, *, index: str = "int64", **kw) -> dict:
+    pro = _prologue(f, m, index, **kw)
+    return {
+        **pro,
+        "gate": f((9, D), "bf16"),
+        "residual": f((m, D), "bf16"),
+        "fc1_weight_q": f((2 * FFN, D), "e4m3"),
+        "fc1_weight_scale": f((2 * FFN,), "float32"),
+        "fc2_weight_q": f((D, FFN), "e4m3"),
+        "fc2_weight_scale": f((D,), "float32"),
+        "out": f((m, D), "bf16"),
+        "workspace_a_q": f((m, D), "e4m3"),
+        "workspace_a_scale": f((m,), "float32"),
+        "workspace_y": f((m, FFN), "bf16"),
+        "workspace_y_q": f((m, FFN), "e4m3"),
+        "workspace_y_scale": f((m,), "float32"),
+        "workspace_flags": f((FLAGS,), "int32"),
+        "eps": 1e-5,
+        "fp8_mma_form": -1,
+    }
+
+
+class Op(NamedTuple):
+    fn: Callable
+    valid: Callable[..., dict]
+    first: str  # the operand whose device the others must share
+
+
+OPS = {
+    "bf16_pre_attention": Op(h3cupy.minimax_h3_bf16_pre_attention, bf16_pre_attention, "x"),
+    "fp8_pre_attention": Op(h3cupy.minimax_h3_fp8_pre_attention, fp8_pre_attention, "x"),
+    "nvfp4_pre_attention": Op(h3cupy.minimax_h3_nvfp4_pre_attention, nvfp4_pre_attention, "x"),
+    "fp8_out_proj": Op(h3cupy.minimax_h3_fp8_out_proj, fp8_out_proj, "attn_out"),
+    "nvfp4_out_proj": Op(h3cupy.minimax_h3_nvfp4_out_proj, nvfp4_out_proj, "attn_out"),
+    "mlp_fp8": Op(h3cupy.minimax_h3_mlp_fp8_sm120, mlp, "x"),
+}
+
+
+def _call(op: str, args: dict) -> None:
+    OPS[op].fn(**args)
+
+
+def _reaches_device(op: str, args: dict) -> str:
+    with pytest.raises(ReachedDevice) as info:
+        _call(op, args)
+    return str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Good calls pass every check
+# ---------------------------------------------------------------------------------------------
+
+_VALID = (
+    [("bf16_pre_attention", {"p": p}) for p in (1, 2, 4, 8)]
+    + [("fp8_pre_attention", {"out_mode": mode}) for mode in ("bf16", "e4m3", "nvfp4")]
+    + [("nvfp4_pre_attention", {"out_mode": mode}) for mode in ("bf16", "e4m3", "nvfp4")]
+    + [("fp8_out_proj", {}), ("nvfp4_out_proj", {}), ("mlp_fp8", {})]
+)
+
+
+@pytest.mark.parametrize("target", ("sm_90a", "sm_120a"))
+@pytest.mark.parametrize("index", ("int32", "int64"))
+@pytest.mark.parametrize("m", (1, 129, 4824))
+@pytest.mark.parametrize(
+    "op, kw", _VALID, ids=[f"{o}-{'-'.join(map(str, k.values()))}" for o, k in _VALID]
+)
+def test_valid_call_passes_every_check(op, kw, m, index, target, device_stub):
+    """Every operand, output and workspace supplied with the documented shape, dtype and layout
+    (int32 and int64 indices): the call gets to its first kernel, having allocated nothing."""
+    device_stub["target"] = target
+    where = _reaches_device(op, OPS[op].valid(Fakes(), m, index=index, **kw))
+    assert where == "jit.get_kernel", where
+
+
+@pytest.mark.parametrize(
+    "op", ("bf16_pre_attention", "fp8_pre_attention", "nvfp4_pre_attention", "mlp_fp8")
+)
+def test_table_views_are_accepted(op, device_stub):
+    """The AdaLN tables as column chunks of a [rows, 6 * 5376] modulation projection (row
+    stride 6 * 5376): accepted (SPEC: strided table views)."""
+    where = _reaches_device(op, OPS[op].valid(Fakes(), 129, table_stride=6 * D))
+    assert where == "jit.get_kernel", where
+
+
+# ---------------------------------------------------------------------------------------------
+# Each operand refused in each way it can be wrong
+# ---------------------------------------------------------------------------------------------
+
+#: operands that may be row-strided views (SPEC: the AdaLN tables and the gate table are column
+#: chunks of a modulation projection)
+STRIDED_OK = {"adaln_scale", "adaln_shift", "gate"}
+#: index vectors need only their element's alignment (read one element per row)
+INDICES = {"adaln_index", "rope_positions", "gate_index"}
+#: the 128x4-swizzled weight scales: any contiguous uint8 array of the right size (the layout is
+#: not a shape), as quantize_minimax_h3_*_weight_nvfp4 returns them
+SCALE_BYTES = {"qkv_weight_sf", "o_weight_sf"}
+
+
+def _accepted(name: str, t: Tensor, how: str) -> bool:
+    """Whether the mutation ``how`` leaves ``name`` valid (so the call must pass its checks)."""
+    if how == "offset" and (name in INDICES or t.size == 1):
+        return True  # one element in: still element-aligned (and one-element scalars are read
+        # as one fp32 word)
+    if how == "strided" and t.size == 1:
+        return True  # a stride means nothing for one element
+    if how == "shape" and name == "workspace_flags":
+        return True  # at least minimax_h3_*_flags(M) words: longer is fine
+    return how == "rank" and name in SCALE_BYTES
+
+
+def _mutated(t: Tensor, how: str, f: Fakes):
+    """``t`` made wrong in one way."""
+    if how == "none":
+        return None
+    if how == "host":
+        return np.zeros(t.shape, np.uint8)
+    if how == "dtype":
+        return f(t.shape, "float16")
+    if how == "shape":
+        return f((*t.shape[:-1], t.shape[-1] + 1), t.fmt)
+    if how == "rank":
+        return f((1, *t.shape), t.fmt)
+    if how == "strided":  # every row (or element) twice as far apart
+        if len(t.shape) == 1:
+            return f(t.shape, t.fmt, strides=(2,))
+        st = list(t.strides)
+        st[-2] = 2 * st[-2]
+        for i in range(len(st) - 3, -1, -1):
+            st[i] = st[i + 1] * t.shape[i + 1]
+        return f(t.shape, t.fmt, strides=tuple(st))
+    if how == "offset":  # a view starting one element in
+        return f(t.shape, t.fmt, strides=t.strides, offset=t.itemsize)
+    if how == "device":
+        return f(t.shape, t.fmt, strides=t.strides, device=1)
+    raise AssertionError(how)
+
+
+_HOW = ("none", "host", "dtype", "shape", "rank", "strided", "offset", "device")
+_MODES = {"fp8_pre_attention": ("bf16", "e4m3", "nvfp4"), "nvfp4_pre_attention": ("bf16", "nvfp4")}
+
+
+def _cases():
+    for op in OPS:
+        for mode in _MODES.get(op, (None,)):
+            kw = {"out_mode": mode} if mode else {}
+            args = OPS[op].valid(Fakes(), 129, **kw)
+            params = inspect.signature(OPS[op].fn).parameters
+            for name, value in args.items():
+                if not isinstance(value, Tensor):
+                    continue
+                for how in _HOW:
+                    if how == "none" and params[name].default is not inspect.Parameter.empty:
+                        continue  # optional: None is the documented default
+                    if how == "device" and name == OPS[op].first:
+                        continue
+                    if how == "strided" and name in STRIDED_OK:
+                        continue
+                    yield pytest.param(
+                        op, kw, name, how, id=f"{op}{'-' + mode if mode else ''}-{name}-{how}"
+                    )
+
+
+@pytest.mark.parametrize("op, kw, name, how", list(_cases()))
+def test_bad_operand_is_refused(op, kw, name, how, device_stub):
+    """One operand wrong (missing, on the host, another dtype, another shape or rank, strided,
+    misaligned, on another device), everything else valid: refused before any device work,
+    by a TypeError (what the operand is) or ValueError (its shape, layout or place) whose
+    message starts with the operand's name and says what was expected and what came."""
+    f = Fakes()
+    args = OPS[op].valid(f, 129, **kw)
+    good = args[name]
+    args[name] = _mutated(good, how, f)
+    if _accepted(name, good, how):
+        assert _reaches_device(op, args) == "jit.get_kernel"
+        return
+    # a required device scalar left out is a ValueError ("required"), as the per-mode scalars are
+    kind = TypeError if how in ("none", "host", "dtype") else ValueError
+    if how == "none" and name == "act_global_scale":
+        kind = ValueError
+    with pytest.raises(kind) as info:
+        _call(op, args)
+    msg = str(info.value)
+    assert re.match(rf"{name}: (expected|required)", msg), msg
+    assert "got" in msg, msg
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalars, modes and the operands' agreement with each other
+# ---------------------------------------------------------------------------------------------
+
+
+def _table(f: Fakes, rows: int, *, stride: int = D, col: int = 1, width: int = D) -> Tensor:
+    return f((rows, width), "bf16", strides=(stride, col))
+
+
+# (op, valid-call keywords, {argument: bad value or a function of the Fakes}, error, message)
+_BAD = [
+    *[
+        (op, {}, {"eps": v}, ValueError, r"eps: expected a positive finite float, got")
+        for op in ("bf16_pre_attention", "fp8_pre_attention", "nvfp4_pre_attention", "mlp_fp8")
+        for v in (0.0, -1e-5, float("nan"), float("inf"))
+    ],
+    ("mlp_fp8", {}, {"eps": "1e-5x"}, TypeError, r"eps: expected a float, got str"),
+    ("bf16_pre_attention", {}, {"qk_eps": 0.0}, ValueError, r"qk_eps: expected a positive finite"),
+    *[
+        (
+            "bf16_pre_attention",
+            {},
+            {"ulysses_degree": v},
+            ValueError,
+            r"ulysses_degree: expected one of 1, 2, 4, 8, got",
+        )
+        for v in (0, 3, 16, True)
+    ],
+    *[
+        (
+            op,
+            {},
+            {"out_mode": v},
+            ValueError,
+            r"out_mode: expected one of 'bf16', 'e4m3', 'nvfp4', got",
+        )
+        for op in ("fp8_pre_attention", "nvfp4_pre_attention")
+        for v in ("fp16", None, "E4M3")
+    ],
+    *[
+        (
+            "mlp_fp8",
+            {},
+            {"fp8_mma_form": v},
+            ValueError,
+            r"fp8_mma_form: expected one of -1, 0, 2, got",
+        )
+        for v in (1, 3, True)
+    ],
+    # the per-kind scalars each out_mode needs, and host values that cannot be scales
+    (
+        "fp8_pre_attention",
+        {"out_mode": "e4m3"},
+        {"k_descale": None},
+        ValueError,
+        r"k_descale: required when out_mode='e4m3'",
+    ),
+    (
+        "nvfp4_pre_attention",
+        {"out_mode": "nvfp4"},
+        {"v_global_scale": None},
+        ValueError,
+        r"v_global_scale: required when out_mode='nvfp4'",
+    ),
+    *[
+        (
+            "fp8_pre_attention",
+            {"out_mode": "e4m3"},
+            {"q_descale": v},
+            ValueError,
+            r"q_descale: expected a positive finite scale, got",
+        )
+        for v in (0.0, -1.0, float("nan"), float("inf"))
+    ],
+    (
+        "nvfp4_pre_attention",
+        {},
+        {"alpha": -2.0},
+        ValueError,
+        r"alpha: expected a positive finite scale, got",
+    ),
+    (
+        "nvfp4_out_proj",
+        {},
+        {"o_weight_global_scale": 0.0},
+        ValueError,
+        r"o_weight_global_scale: expected a positive finite scale, got",
+    ),
+    # M from the activation: at least one row
+    (
+        "bf16_pre_attention",
+        {},
+        {"x": lambda f: f((0, D), "bf16")},
+        ValueError,
+        r"x: expected 1 <= M < 2\^31 rows, got M = 0",
+    ),
+    (
+        "fp8_out_proj",
+        {},
+        {"attn_out": lambda f: f((0, O_IN), "bf16")},
+        ValueError,
+        r"attn_out: expected",
+    ),
+    # the AdaLN tables: rows >= 1, unit column stride, a row stride of whole 16-byte words, and
+    # the shift laid out as the scale
+    (
+        "mlp_fp8",
+        {},
+        {"adaln_scale": lambda f: _table(f, 0)},
+        ValueError,
+        r"adaln_scale: expected shape \[rows, 5376\] with rows >= 1, got \[0, 5376\]",
+    ),
+    (
+        "mlp_fp8",
+        {},
+        {"adaln_scale": lambda f: _table(f, 9, stride=D + 4)},
+        ValueError,
+        r"adaln_scale: expected a row stride that is a multiple of 8",
+    ),
+    (
+        "mlp_fp8",
+        {},
+        {"adaln_scale": lambda f: _table(f, 9, stride=2 * D, col=2)},
+        ValueError,
+        r"adaln_scale: expected unit column stride, got stride\(1\) = 2",
+    ),
+    (
+        "bf16_pre_attention",
+        {},
+        {"adaln_shift": lambda f: _table(f, 9, stride=6 * D)},
+        ValueError,
+        r"adaln_shift: expected the same rows and row stride as adaln_scale \(9, 5376\), got "
+        r"\(9, 32256\)",
+    ),
+    (
+        "fp8_pre_attention",
+        {},
+        {"adaln_shift": lambda f: _table(f, 8)},
+        ValueError,
+        r"adaln_shift: expected the same rows and row stride as adaln_scale",
+    ),
+    # the gate table has the AdaLN tables' rows (the MLP reads all three with one index)
+    (
+        "mlp_fp8",
+        {},
+        {"gate": lambda f: _table(f, 4)},
+        ValueError,
+        r"gate: expected the AdaLN tables' row count 9, got 4",
+    ),
+    ("fp8_out_proj", {}, {"gate": lambda f: _table(f, 0)}, ValueError, r"gate: expected"),
+    # RoPE: identity positions read cache row i for token i
+    (
+        "bf16_pre_attention",
+        {},
+        {"rope_positions": None, "rope_cos_sin": lambda f: f((100, 96), "bf16")},
+        ValueError,
+        r"rope_cos_sin: identity positions \(rope_positions=None\) need S >= M = 129 cache rows, "
+        r"got S = 100",
+    ),
+    (
+        "bf16_pre_attention",
+        {},
+        {"rope_cos_sin": lambda f: f((0, 96), "bf16")},
+        ValueError,
+        r"rope_cos_sin: expected S >= 1 cache rows, got 0",
+    ),
+    # (the W8A8 / W4A4 ops take no positions: row m is token m's)
+    (
+        "fp8_pre_attention",
+        {},
+        {"rope_cos_sin": lambda f: f((100, 96), "bf16")},
+        ValueError,
+        r"rope_cos_sin: expected at least M = 129 rows \(row m is token m's\), got 100",
+    ),
+    # the flags: 1-D (their length is checked against the launch plan, which needs the kernel's
+    # occupancy on a GPU: the GPU suite's test_mlp_errors / test_fp8_out_proj_errors)
+    (
+        "mlp_fp8",
+        {},
+        {"workspace_flags": lambda f: f((64, 64), "int32")},
+        ValueError,
+        r"workspace_flags: expected a 1-D int32 array, got shape \[64, 64\]",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "op, kw, bad, kind, pattern",
+    _BAD,
+    ids=[f"{c[0]}-{'-'.join(c[2])}-{i}" for i, c in enumerate(_BAD)],
+)
+def test_bad_value_is_refused(op, kw, bad, kind, pattern, device_stub):
+    """A scalar, a mode or an operand's agreement with the others wrong: refused before any
+    device work, naming the argument."""
+    f = Fakes()
+    args = OPS[op].valid(f, 129, **kw)
+    for name, value in bad.items():
+        args[name] = value(f) if callable(value) else value
+    with pytest.raises(kind, match=pattern):
+        _call(op, args)
+
+
+def test_strided_gate_is_accepted(device_stub):
+    """The out_proj's and the MLP's gate as a column chunk of the modulation projection."""
+    for op in ("fp8_out_proj", "nvfp4_out_proj", "mlp_fp8"):
+        f = Fakes()
+        args = OPS[op].valid(f, 129)
+        args["gate"] = _table(f, 9, stride=6 * D)
+        assert _reaches_device(op, args) == "jit.get_kernel", op
+
+
+@pytest.mark.parametrize(
+    "helper", (h3cupy.minimax_h3_fp8_out_proj_flags, h3cupy.minimax_h3_mlp_fc2_flags_sm120)
+)
+def test_flags_helpers(helper):
+    """The flags' length: refused for M < 1; at least one ready counter per 128-row tile (on a
+    GPU, the launch plan's words too; without one, just those)."""
+    for m in (0, -5):
+        with pytest.raises(ValueError, match=rf"m: expected M >= 1, got {m}"):
+            helper(m)
+    for m in (1, 129, 4824):
+        assert helper(m) >= -(-m // 128)
