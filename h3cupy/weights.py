@@ -116,16 +116,18 @@ def prepare_minimax_h3_fc1_weight_fp8(fc1_weight):
         ``(q, scale)``: e4m3 ``[28672, 5376]`` and fp32 ``[28672]`` where prepacked row
         ``16*(c//8) + c%8 + 8*is_up`` holds output column ``c`` of gate (is_up 0) or up (1).
     """
-    t = interop.as_tensor(fc1_weight, "fc1_weight")
+    t = _weight(fc1_weight, "fc1_weight", (2 * FFN, D))  # (checked before the index's upload)
     return _quantize_rows_fp8(
-        fc1_weight, "fc1_weight", (2 * FFN, D), dst_rows=_device_index("fc1_dst", t.device)
+        t, "fc1_weight", (2 * FFN, D), dst_rows=_device_index("fc1_dst", t.device)
     )
 
 
 def _global_scale_tensor(g, name: str, like: interop.Tensor) -> interop.Tensor:
     """A float or fp32 [1] device array -> fp32 [1] device Tensor (no host read of a device
     value)."""
-    if isinstance(g, (int, float, np.floating)):
+    if isinstance(g, (int, float, np.floating)) and not isinstance(g, bool):
+        if not np.isfinite(g) or g <= 0:
+            raise ValueError(f"{name}: expected a positive finite scale, got {g!r}")
         gt = interop.empty((1,), "float32", like=like)
         with stream([like]):
             gt.raw.fill(np.float32(g))
@@ -139,13 +141,13 @@ def nvfp4_global_scale_from_amax(amax):
     """``448 * 6 / max(amax, 1e-12)`` as an fp32 ``[1]`` device array.
 
     Args:
-        amax: a Python float, or an fp32 ``[1]`` device array (read on the device, no sync).
+        amax: a finite Python float >= 0, or an fp32 ``[1]`` device array (read on the
+            device, no sync).
     """
-    import cupy
-
-    if isinstance(amax, (int, float, np.floating)):
-        dev = cupy.cuda.Device().id
-        like = interop.Tensor(None, "float32", False, dev)
+    if isinstance(amax, (int, float, np.floating)) and not isinstance(amax, bool):
+        if not np.isfinite(amax) or amax < 0:
+            raise ValueError(f"amax: expected a finite float >= 0, got {amax!r}")
+        like = interop.Tensor(None, "float32", False, arch.current_device())
         at, host = None, float(amax)
     else:
         at = interop.as_tensor(amax, "amax")
@@ -188,7 +190,8 @@ def fp4_quantize(a, global_scale, sf_vec_size: int = 16, is_sf_swizzled_layout: 
 
     Args:
         a: bf16 ``[M, K]`` contiguous, K a multiple of 16.
-        global_scale: fp32 ``[1]`` device array or Python float ``g`` (``448*6/amax``).
+        global_scale: fp32 ``[1]`` device array or a positive finite Python float ``g``
+            (``448*6/amax``).
         sf_vec_size: must be 16 (NVFP4).
         is_sf_swizzled_layout: scales in the 128x4 swizzled layout (flat uint8 of
             ``ceil(M/128)*128 * ceil(K/64)*4`` bytes) or linear ``[M, K/16]``.
@@ -265,24 +268,25 @@ def qkv_rows_checkpoint_to_engine(w):
     to the engine order (row ``kind*7168 + h*128 + d``).
 
     Args:
-        w: ``[21504, ...]`` contiguous device array of any dtype whose row size is a multiple of
-            4 bytes (the bf16 weight, FP8 codes with their fp32 scales, ...).
+        w: ``[21504, ...]`` contiguous, 4-byte aligned device array of any dtype whose row size
+            is a multiple of 4 bytes (the bf16 weight, FP8 codes with their fp32 scales, ...).
 
     Returns:
         A new array of the same shape and dtype with the rows permuted.
     """
     t = interop.as_tensor(w, "w")
+    if t.fmt not in interop.RAW_DTYPE:
+        raise TypeError(f"w: expected bf16, e4m3, uint8, int32, int64 or float32 rows, got {t.fmt}")
     if not t.shape or t.shape[0] != QKV:
         raise ValueError(f"w: expected shape [21504, ...], got {list(t.shape)}")
     checks.check_contiguous(t, "w")
-    row_bytes = t.raw.nbytes // QKV
+    row_bytes = t.size * t.itemsize // QKV
     if row_bytes % 4:
         raise ValueError(
             f"w: expected rows of a multiple of 4 bytes, got {row_bytes}; pass the weight or a "
             "[21504, K] code matrix"
         )
-    if t.fmt not in interop.RAW_DTYPE:
-        raise TypeError(f"w: expected bf16, e4m3, uint8, int32, int64 or float32 rows, got {t.fmt}")
+    checks.check_aligned(t, "w", 4)  # (moved in 4-byte words)
     out = interop.empty(t.shape, t.fmt, like=t)
     launch(
         _kernel("permute_rows_smxx", t.device),

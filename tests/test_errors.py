@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import h3cupy
+from h3cupy import weights
 from h3cupy.core import arch, interop, jit
 from h3cupy.core.interop import Tensor
 
@@ -89,9 +90,14 @@ def device_stub(monkeypatch):
     def empty(*a, **k):
         raise ReachedDevice("interop.empty (an allocation)")
 
+    def device_index(*a, **k):
+        raise ReachedDevice("weights._device_index (an upload)")
+
     monkeypatch.setattr(arch, "device_target", lambda device_id=None: state["target"])
+    monkeypatch.setattr(arch, "current_device", lambda: 0)
     monkeypatch.setattr(jit, "get_kernel", get_kernel)
     monkeypatch.setattr(interop, "empty", empty)
+    monkeypatch.setattr(weights, "_device_index", device_index)
     return state
 
 
@@ -239,10 +245,18 @@ def mlp(f: Fakes, m: int, *, index: str = "int64", **kw) -> dict:
     }
 
 
+def fp4_quantize(f: Fakes, m: int, **kw) -> dict:
+    return {"a": f((m, D), "bf16"), "global_scale": f((1,), "float32")}
+
+
+_ALLOC = "interop.empty (an allocation)"
+
+
 class Op(NamedTuple):
     fn: Callable
     valid: Callable[..., dict]
     first: str  # the operand whose device the others must share
+    reaches: str = "jit.get_kernel"  # where a valid call's device work starts
 
 
 OPS = {
@@ -252,7 +266,36 @@ OPS = {
     "fp8_out_proj": Op(h3cupy.minimax_h3_fp8_out_proj, fp8_out_proj, "attn_out"),
     "nvfp4_out_proj": Op(h3cupy.minimax_h3_nvfp4_out_proj, nvfp4_out_proj, "attn_out"),
     "mlp_fp8": Op(h3cupy.minimax_h3_mlp_fp8_sm120, mlp, "x"),
+    # the activation quantizer and the weight helpers: they return new arrays, so an
+    # allocation (or FC1's row table's upload) is their first device work
+    "fp4_quantize": Op(h3cupy.fp4_quantize, fp4_quantize, "a", _ALLOC),
+    "nvfp4_global_scale_from_amax": Op(
+        h3cupy.nvfp4_global_scale_from_amax,
+        lambda f, m, **kw: {"amax": f((1,), "float32")},
+        "amax",
+        _ALLOC,
+    ),
+    "qkv_rows_checkpoint_to_engine": Op(
+        h3cupy.qkv_rows_checkpoint_to_engine,
+        lambda f, m, **kw: {"w": f((QKV, D), "bf16")},
+        "w",
+        _ALLOC,
+    ),
 }
+for _name, (_param, _shape) in {
+    "quantize_minimax_h3_qkv_weight_fp8": ("qkv_weight", (QKV, D)),
+    "quantize_minimax_h3_o_weight_fp8": ("o_weight", (D, O_IN)),
+    "prepare_minimax_h3_fc1_weight_fp8": ("fc1_weight", (2 * FFN, D)),
+    "prepare_minimax_h3_fc2_weight_fp8": ("fc2_weight", (D, FFN)),
+    "quantize_minimax_h3_qkv_weight_nvfp4": ("qkv_weight", (QKV, D)),
+    "quantize_minimax_h3_o_weight_nvfp4": ("o_weight", (D, O_IN)),
+}.items():
+    OPS[_name] = Op(
+        getattr(h3cupy, _name),
+        lambda f, m, _p=_param, _s=_shape, **kw: {_p: f(_s, "bf16")},
+        _param,
+        "weights._device_index (an upload)" if "fc1" in _name else _ALLOC,
+    )
 
 
 def _call(op: str, args: dict) -> None:
@@ -274,6 +317,7 @@ _VALID = (
     + [("fp8_pre_attention", {"out_mode": mode}) for mode in ("bf16", "e4m3", "nvfp4")]
     + [("nvfp4_pre_attention", {"out_mode": mode}) for mode in ("bf16", "e4m3", "nvfp4")]
     + [("fp8_out_proj", {}), ("nvfp4_out_proj", {}), ("mlp_fp8", {})]
+    + [(op, {}) for op in OPS if OPS[op].reaches != "jit.get_kernel"]
 )
 
 
@@ -288,7 +332,7 @@ def test_valid_call_passes_every_check(op, kw, m, index, target, device_stub):
     (int32 and int64 indices): the call gets to its first kernel, having allocated nothing."""
     device_stub["target"] = target
     where = _reaches_device(op, OPS[op].valid(Fakes(), m, index=index, **kw))
-    assert where == "jit.get_kernel", where
+    assert where == OPS[op].reaches, where
 
 
 @pytest.mark.parametrize(
@@ -390,7 +434,7 @@ def test_bad_operand_is_refused(op, kw, name, how, device_stub):
     good = args[name]
     args[name] = _mutated(good, how, f)
     if _accepted(name, good, how):
-        assert _reaches_device(op, args) == "jit.get_kernel"
+        assert _reaches_device(op, args) == OPS[op].reaches
         return
     # a required device scalar left out is a ValueError ("required"), as the per-mode scalars are
     kind = TypeError if how in ("none", "host", "dtype") else ValueError
@@ -490,6 +534,47 @@ _BAD = [
         {"o_weight_global_scale": 0.0},
         ValueError,
         r"o_weight_global_scale: expected a positive finite scale, got",
+    ),
+    *[
+        (
+            "fp4_quantize",
+            {},
+            {"global_scale": v},
+            ValueError,
+            "global_scale: expected a positive finite scale, got",
+        )
+        for v in (0.0, -336.0, float("nan"), float("inf"))
+    ],
+    *[
+        (
+            "nvfp4_global_scale_from_amax",
+            {},
+            {"amax": v},
+            ValueError,
+            "amax: expected a finite float >= 0, got",
+        )
+        for v in (-1.0, float("nan"), float("inf"))
+    ],
+    (
+        "nvfp4_global_scale_from_amax",
+        {},
+        {"amax": True},
+        TypeError,
+        "amax: expected a CUDA device array",
+    ),
+    (
+        "fp4_quantize",
+        {},
+        {"a": lambda f: f((129, D - 8), "bf16")},
+        ValueError,
+        r"a: expected shape \[M, K\] with M >= 1 and K a multiple of 16, got \[129, 5368\]",
+    ),
+    (
+        "qkv_rows_checkpoint_to_engine",
+        {},
+        {"w": lambda f: f((QKV, 3), "bf16")},
+        ValueError,
+        "w: expected rows of a multiple of 4 bytes, got 6",
     ),
     # M from the activation: at least one row
     (
