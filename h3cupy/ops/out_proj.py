@@ -393,10 +393,10 @@ def minimax_h3_nvfp4_out_proj(
     Args:
         attn_out: bf16 ``[M, 7168]`` contiguous.
         o_weight_q: uint8 ``[5376, 3584]`` packed e2m1 codes; o_weight_sf: 128x4-swizzled ue4m3
-            scales (5376 * 448 bytes, any contiguous uint8 array of that size); from
-            :func:`h3cupy.quantize_minimax_h3_o_weight_nvfp4`.
-        o_weight_global_scale: the weight's NVFP4 global scale, a float or a one-element fp32
-            device array.
+            scales (5376 * 448 bytes, any contiguous, 16-byte aligned uint8 array of that
+            size); from :func:`h3cupy.quantize_minimax_h3_o_weight_nvfp4`.
+        o_weight_global_scale: the weight's NVFP4 global scale, a positive float or a
+            one-element fp32 device array (required).
         act_global_scale: fp32 ``[1]`` device array (read on the device, no host sync).
         gate, gate_index, residual, out: as :func:`minimax_h3_fp8_out_proj`.
         act_q, act_sf: optional workspaces, uint8 ``[M, 3584]`` codes and ``[M, 448]`` linear

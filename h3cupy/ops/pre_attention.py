@@ -763,7 +763,8 @@ def minimax_h3_nvfp4_pre_attention(
 
     Args:
         qkv_weight_q: uint8 ``[21504, 2688]`` packed e2m1 codes; qkv_weight_sf: 128x4-swizzled
-            ue4m3 scales (21504 * 336 bytes); qkv_weight_global_scale: float or one-element fp32
+            ue4m3 scales (21504 * 336 contiguous, 16-byte aligned bytes);
+            qkv_weight_global_scale: a positive float or one-element fp32
             device array (from :func:`h3cupy.quantize_minimax_h3_qkv_weight_nvfp4`).
         act_global_scale: fp32 ``[1]`` device array (read on the device).
         alpha: optional ``1 / (act_global_scale * qkv_weight_global_scale)`` as a float or a
