@@ -1,16 +1,19 @@
-"""Every public operator's input checks, on any machine (no GPU needed): a bad argument is refused
-with an error that names it, says what was expected and what came, before any device work; and a
-good set of arguments passes every check.
+"""The input checks of every public entry point, on any machine (no GPU needed): the six
+operators, the quantizers and weight helpers, and the GEMM engine's entry points. A bad argument
+is refused, before any device work, with an error that names it and says what was expected and
+what came; a good set of arguments passes every check.
 
 The operands are descriptions of device arrays (``h3cupy.core.interop.Tensor`` with an address,
-shape, strides and format, never backed by memory): the checks read only those. Three stand-ins
-mark the end of the checks, so that nothing runs on a device even where there is one:
-``jit.get_kernel`` (the first step of every launch), ``interop.empty`` (an allocation: every
-output and workspace is supplied here, so none should happen) and any access to an operand's
-memory (a memset of a caller's workspace) raise :class:`ReachedDevice`. ``arch.device_target``
-answers the target under test (sm_90a, or sm_120a for the mma.sync back end's checks).
+shape, strides and format, never backed by memory): the checks read only those. Stand-ins mark
+the end of the checks, so that nothing runs on a device even where there is one: the first
+kernel lookup (``jit.get_kernel``), allocation (``interop.empty``; the operators' valid calls
+supply every output and workspace, so none should happen there), TMA descriptor, upload of a
+row table, or use of an operand's memory raises :class:`ReachedDevice`. ``arch.device_target``
+answers the target under test (sm_90a, or sm_120a for the mma.sync back end's checks), and the
+SM count and shared-memory size are an H100's / H200's.
 
-The GPU suite's ``test_*_errors`` tests run a few of the same refusals on real arrays.
+The GPU suite's ``test_*_errors`` tests run a few of the same refusals on real arrays, and the
+flags' length against the launch plan (which needs the kernels).
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import pytest
 
 import h3cupy
 from h3cupy import weights
-from h3cupy.core import arch, interop, jit
+from h3cupy.core import arch, interop, jit, tma
 from h3cupy.core.interop import Tensor
+from h3cupy.ops import gemm
 
 D = 5376  # hidden size
 QKV = 21504  # 3 kinds x 56 heads x 128
@@ -93,8 +97,16 @@ def device_stub(monkeypatch):
     def device_index(*a, **k):
         raise ReachedDevice("weights._device_index (an upload)")
 
+    def tma_encode(*a, **k):
+        raise ReachedDevice("a TMA descriptor")
+
     monkeypatch.setattr(arch, "device_target", lambda device_id=None: state["target"])
     monkeypatch.setattr(arch, "current_device", lambda: 0)
+    # an H100's / H200's figures (the engine's plans size grids and stages from them)
+    monkeypatch.setattr(arch, "sm_count", lambda device_id: 132)
+    monkeypatch.setattr(arch, "smem_optin", lambda device_id: 232448)
+    monkeypatch.setattr(tma, "encode", tma_encode)
+    monkeypatch.setattr(tma, "encode_2d", tma_encode)
     monkeypatch.setattr(jit, "get_kernel", get_kernel)
     monkeypatch.setattr(interop, "empty", empty)
     monkeypatch.setattr(weights, "_device_index", device_index)
@@ -256,7 +268,9 @@ class Op(NamedTuple):
     fn: Callable
     valid: Callable[..., dict]
     first: str  # the operand whose device the others must share
-    reaches: str = "jit.get_kernel"  # where a valid call's device work starts
+    reaches: str | None = "jit.get_kernel"  # where a valid call's device work starts (None:
+    # anywhere: the engine's entry points plan their own workspaces and descriptors)
+    targets: tuple[str, ...] = ("sm_90a", "sm_120a")  # where it runs
 
 
 OPS = {
@@ -282,6 +296,36 @@ OPS = {
         _ALLOC,
     ),
 }
+
+
+def _gemm(fmt: str):
+    def build(f: Fakes, m: int, **kw) -> dict:
+        code = "bf16" if fmt == "bf16" else "e4m3"
+        args = {"a": f((m, D), code), "b": f((QKV, D), code), "fmt": fmt}
+        if fmt == "e4m3":
+            args.update(row_scale=f((m,), "float32"), col_scale=f((QKV,), "float32"))
+        return {**args, "out": f((m, QKV), "bf16")}
+
+    return build
+
+
+def gemm_nvfp4(f: Fakes, m: int, **kw) -> dict:
+    return {
+        "a_q": f((m, D // 2), "uint8"),
+        "a_sf": f((m, D // 16), "uint8"),
+        "b_q": f((QKV, D // 2), "uint8"),
+        "b_sf": f((QKV * D // 16,), "uint8"),
+        "alpha": 1.0,
+        "out": f((m, QKV), "bf16"),
+    }
+
+
+# the GEMM engine's entry points (h3cupy.ops.gemm)
+OPS["gemm_wgmma"] = Op(gemm.gemm_wgmma, _gemm("bf16"), "a", None, ("sm_90a",))
+OPS["gemm_wgmma_e4m3"] = Op(gemm.gemm_wgmma, _gemm("e4m3"), "a", None, ("sm_90a",))
+OPS["gemm_mma_tma"] = Op(gemm.gemm_mma_tma, _gemm("bf16"), "a", None)
+OPS["gemm_nvfp4"] = Op(gemm.gemm_nvfp4, gemm_nvfp4, "a_q", None)
+
 for _name, (_param, _shape) in {
     "quantize_minimax_h3_qkv_weight_fp8": ("qkv_weight", (QKV, D)),
     "quantize_minimax_h3_o_weight_fp8": ("o_weight", (D, O_IN)),
@@ -312,27 +356,32 @@ def _reaches_device(op: str, args: dict) -> str:
 # Good calls pass every check
 # ---------------------------------------------------------------------------------------------
 
-_VALID = (
-    [("bf16_pre_attention", {"p": p}) for p in (1, 2, 4, 8)]
-    + [("fp8_pre_attention", {"out_mode": mode}) for mode in ("bf16", "e4m3", "nvfp4")]
-    + [("nvfp4_pre_attention", {"out_mode": mode}) for mode in ("bf16", "e4m3", "nvfp4")]
-    + [("fp8_out_proj", {}), ("nvfp4_out_proj", {}), ("mlp_fp8", {})]
-    + [(op, {}) for op in OPS if OPS[op].reaches != "jit.get_kernel"]
-)
+_VALID = [
+    (op, kw, target)
+    for op, kw in (
+        [("bf16_pre_attention", {"p": p}) for p in (1, 2, 4, 8)]
+        + [("fp8_pre_attention", {"out_mode": mode}) for mode in ("bf16", "e4m3", "nvfp4")]
+        + [("nvfp4_pre_attention", {"out_mode": mode}) for mode in ("bf16", "e4m3", "nvfp4")]
+        + [(op, {}) for op in OPS if op not in ("bf16_pre_attention", "fp8_pre_attention")]
+    )
+    if op != "nvfp4_pre_attention" or kw
+    for target in OPS[op].targets
+]
 
 
-@pytest.mark.parametrize("target", ("sm_90a", "sm_120a"))
 @pytest.mark.parametrize("index", ("int32", "int64"))
 @pytest.mark.parametrize("m", (1, 129, 4824))
 @pytest.mark.parametrize(
-    "op, kw", _VALID, ids=[f"{o}-{'-'.join(map(str, k.values()))}" for o, k in _VALID]
+    "op, kw, target",
+    _VALID,
+    ids=[f"{o}-{'-'.join(map(str, k.values()))}-{t}" for o, k, t in _VALID],
 )
 def test_valid_call_passes_every_check(op, kw, m, index, target, device_stub):
     """Every operand, output and workspace supplied with the documented shape, dtype and layout
     (int32 and int64 indices): the call gets to its first kernel, having allocated nothing."""
     device_stub["target"] = target
     where = _reaches_device(op, OPS[op].valid(Fakes(), m, index=index, **kw))
-    assert where == OPS[op].reaches, where
+    assert OPS[op].reaches in (None, where), where
 
 
 @pytest.mark.parametrize(
@@ -352,16 +401,17 @@ def test_table_views_are_accepted(op, device_stub):
 #: operands that may be row-strided views (SPEC: the AdaLN tables and the gate table are column
 #: chunks of a modulation projection)
 STRIDED_OK = {"adaln_scale", "adaln_shift", "gate"}
-#: index vectors need only their element's alignment (read one element per row)
-INDICES = {"adaln_index", "rope_positions", "gate_index"}
+#: index vectors and the engine's row scales need only their element's alignment (read one
+#: element per row; its column scales go in pairs: 8 bytes)
+ELEMENT_ALIGNED = {"adaln_index", "rope_positions", "gate_index", "row_scale"}
 #: the 128x4-swizzled weight scales: any contiguous uint8 array of the right size (the layout is
 #: not a shape), as quantize_minimax_h3_*_weight_nvfp4 returns them
-SCALE_BYTES = {"qkv_weight_sf", "o_weight_sf"}
+SCALE_BYTES = {"qkv_weight_sf", "o_weight_sf", "b_sf"}
 
 
 def _accepted(name: str, t: Tensor, how: str) -> bool:
     """Whether the mutation ``how`` leaves ``name`` valid (so the call must pass its checks)."""
-    if how == "offset" and (name in INDICES or t.size == 1):
+    if how == "offset" and (name in ELEMENT_ALIGNED or t.size == 1):
         return True  # one element in: still element-aligned (and one-element scalars are read
         # as one fp32 word)
     if how == "strided" and t.size == 1:
@@ -434,7 +484,7 @@ def test_bad_operand_is_refused(op, kw, name, how, device_stub):
     good = args[name]
     args[name] = _mutated(good, how, f)
     if _accepted(name, good, how):
-        assert _reaches_device(op, args) == OPS[op].reaches
+        assert OPS[op].reaches in (None, _reaches_device(op, args))
         return
     # a required device scalar left out is a ValueError ("required"), as the per-mode scalars are
     kind = TypeError if how in ("none", "host", "dtype") else ValueError
