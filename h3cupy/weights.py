@@ -125,15 +125,15 @@ def prepare_minimax_h3_fc1_weight_fp8(fc1_weight):
 def _global_scale_tensor(g, name: str, like: interop.Tensor) -> interop.Tensor:
     """A float or fp32 [1] device array -> fp32 [1] device Tensor (no host read of a device
     value)."""
-    if isinstance(g, (int, float, np.floating)) and not isinstance(g, bool):
-        if not np.isfinite(g) or g <= 0:
-            raise ValueError(f"{name}: expected a positive finite scale, got {g!r}")
+    from .ops.gemm import _scalar_arg
+
+    if g is None:  # required: as_tensor's TypeError names it
+        interop.as_tensor(g, name)
+    host, gt = _scalar_arg(g, name, like.device)  # (a host value checked positive and finite)
+    if gt is None:
         gt = interop.empty((1,), "float32", like=like)
         with stream([like]):
-            gt.raw.fill(np.float32(g))
-        return gt
-    gt = interop.as_tensor(g, name)
-    checks.check_tensor(gt, name, "float32", (1,), like.device, align=4)
+            gt.raw.fill(np.float32(host))
     return gt
 
 

@@ -57,9 +57,6 @@ class _NoMemory:
         raise ReachedDevice("operand memory used ([...])")
 
 
-_ITEMSIZE = {"bf16": 2, "e4m3": 1, "uint8": 1, "int32": 4, "int64": 8, "float32": 4, "float16": 2}
-
-
 class Fakes:
     """Device-array descriptions at distinct, 256-byte aligned (fake) addresses."""
 
@@ -69,7 +66,7 @@ class Fakes:
     def __call__(self, shape, fmt, *, strides=None, offset=0, device=0) -> Tensor:
         t = Tensor(None, fmt, False, device)
         t.shape = tuple(int(d) for d in shape)
-        t.itemsize = _ITEMSIZE[fmt]
+        t.itemsize = np.dtype(interop.RAW_DTYPE.get(fmt, fmt)).itemsize
         if strides is None:
             strides, acc = [], 1
             for d in reversed(t.shape):
@@ -356,16 +353,14 @@ def _reaches_device(op: str, args: dict) -> str:
 # Good calls pass every check
 # ---------------------------------------------------------------------------------------------
 
+#: the variants a valid call is tried in (every other entry point: one, on each of its targets)
+_VARIANTS = {
+    "bf16_pre_attention": [{"p": p} for p in (1, 2, 4, 8)],
+    "fp8_pre_attention": [{"out_mode": mode} for mode in ("bf16", "e4m3", "nvfp4")],
+    "nvfp4_pre_attention": [{"out_mode": mode} for mode in ("bf16", "e4m3", "nvfp4")],
+}
 _VALID = [
-    (op, kw, target)
-    for op, kw in (
-        [("bf16_pre_attention", {"p": p}) for p in (1, 2, 4, 8)]
-        + [("fp8_pre_attention", {"out_mode": mode}) for mode in ("bf16", "e4m3", "nvfp4")]
-        + [("nvfp4_pre_attention", {"out_mode": mode}) for mode in ("bf16", "e4m3", "nvfp4")]
-        + [(op, {}) for op in OPS if op not in ("bf16_pre_attention", "fp8_pre_attention")]
-    )
-    if op != "nvfp4_pre_attention" or kw
-    for target in OPS[op].targets
+    (op, kw, target) for op in OPS for kw in _VARIANTS.get(op, [{}]) for target in OPS[op].targets
 ]
 
 
