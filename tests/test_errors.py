@@ -755,3 +755,144 @@ def test_flags_helpers(helper):
             helper(m)
     for m in (1, 129, 4824):
         assert helper(m) >= -(-m // 128)
+
+
+# ---------------------------------------------------------------------------------------------
+# Overlaps: what a call writes must not share memory with anything else it touches
+# ---------------------------------------------------------------------------------------------
+
+#: outputs and workspaces (written by the kernels); every other tensor operand is only read
+WRITTEN = {
+    "out",
+    "workspace",
+    "workspace_flags",
+    *("q", "k", "v", "q_sf", "k_sf", "v_sf"),
+    *("act_q", "act_scale", "act_sf", "workspace_a", "workspace_w"),
+    *(f"workspace_{n}" for n in ("a_q", "a_scale", "y", "y_q", "y_scale")),
+}
+#: the documented aliases (SPEC.md §5, §6): out may be that operand itself
+ALIASES = {
+    "fp8_out_proj": {("out", "residual")},
+    "nvfp4_out_proj": {("out", "residual")},
+    "mlp_fp8": {("out", "residual"), ("out", "x")},
+}
+
+
+def _overlap_cases():
+    for op in OPS:
+        for mode in _MODES.get(op, (None,)):
+            kw = {"out_mode": mode} if mode else {}
+            args = OPS[op].valid(Fakes(), 129, **kw)
+            tensors = [n for n, v in args.items() if isinstance(v, Tensor)]
+            for w in (n for n in tensors if n in WRITTEN):
+                for other in tensors:
+                    if other != w:
+                        yield pytest.param(
+                            op, kw, w, other, id=f"{op}{'-' + mode if mode else ''}-{w}-{other}"
+                        )
+
+
+def _at(t: Tensor, ptr: int) -> Tensor:
+    """``t``'s description moved to address ``ptr``."""
+    u = Tensor(None, t.fmt, False, t.device)
+    u.shape, u._strides, u.itemsize, u.ptr, u._raw = t.shape, t.strides, t.itemsize, ptr, t._raw
+    return u
+
+
+@pytest.mark.parametrize("op, kw, written, other", list(_overlap_cases()))
+def test_partial_overlap_is_refused(op, kw, written, other, device_stub):
+    """An output or workspace placed 256 bytes before another operand (so that it covers that
+    operand's first bytes; still 16-byte aligned, its own shape and format valid): refused
+    before any device work, naming both. Documented aliases are allowed only as the same view,
+    so a partial overlap of those is refused too. (Fakes leaves 256 free bytes after every
+    operand, so the moved one meets the other before anything else.)"""
+    args = OPS[op].valid(Fakes(), 129, **kw)
+    args[written] = _at(args[written], args[other].ptr - 256)
+    with pytest.raises(ValueError) as info:
+        _call(op, args)
+    msg = str(info.value)
+    names = f"({re.escape(written)}|{re.escape(other)})"
+    assert re.match(rf"{names}: expected memory disjoint from {names}", msg), msg
+    assert written in msg and other in msg and "got bytes" in msg, msg
+
+
+@pytest.mark.parametrize("op, pair", [(op, p) for op, ps in ALIASES.items() for p in sorted(ps)])
+def test_documented_alias_is_accepted(op, pair, device_stub):
+    """``out`` given as ``residual`` itself (and, for the MLP, as ``x``): accepted."""
+    args = OPS[op].valid(Fakes(), 129)
+    args[pair[0]] = args[pair[1]]
+    assert _reaches_device(op, args) == "jit.get_kernel"
+
+
+def test_undocumented_alias_is_refused(device_stub):
+    """The same buffer as two things the op writes, or as something written and something
+    read that SPEC does not pair: refused."""
+    cases = [
+        ("fp8_out_proj", "out", "attn_out"),  # shapes differ: only a prefix would be shared
+        ("mlp_fp8", "workspace_y", "workspace_y"),
+        ("fp8_pre_attention", "k", "q"),
+        ("bf16_pre_attention", "workspace", "x"),
+        ("gemm_wgmma", "out", "a"),
+    ]
+    for op, written, other in cases:
+        f = Fakes()
+        args = OPS[op].valid(f, 129)
+        if written == other:  # two workspaces on one buffer: workspace_y_q over workspace_y
+            args["workspace_y_q"] = _at(args["workspace_y_q"], args["workspace_y"].ptr)
+        else:
+            args[written] = _at(args[written], args[other].ptr)
+        with pytest.raises(ValueError, match="expected memory disjoint from"):
+            _call(op, args)
+
+
+def test_read_only_overlaps_are_accepted(device_stub):
+    """Operands that are only read may share memory: the MLP's x as its residual, the gate as
+    the AdaLN scale table, the out_proj's gate as a one-row view of its residual."""
+    args = OPS["mlp_fp8"].valid(Fakes(), 129)
+    args["residual"] = args["x"]
+    args["gate"] = args["adaln_scale"]
+    assert _reaches_device("mlp_fp8", args) == "jit.get_kernel"
+    args = OPS["fp8_out_proj"].valid(Fakes(), 129)
+    args["gate"] = _at(args["gate"], args["residual"].ptr)
+    assert _reaches_device("fp8_out_proj", args) == "jit.get_kernel"
+
+
+def test_output_in_a_table_views_gap(device_stub):
+    """A row-strided table view (a column chunk of the modulation projection) leaves gaps
+    between its rows: an output that lies wholly in a gap is accepted (the check is exact for
+    such views), one that reaches into a row is refused."""
+    f = Fakes()
+    args = OPS["fp8_out_proj"].valid(f, 1)
+    gate = _table(f, 9, stride=6 * D)
+    args["gate"] = gate
+    args["out"] = _at(args["out"], gate.ptr + 2 * D)  # row 0's gap: columns D .. 2D of row 0
+    assert _reaches_device("fp8_out_proj", args) == "jit.get_kernel"
+    args["out"] = _at(args["out"], gate.ptr + 2 * D - 16)  # 8 elements of row 0
+    with pytest.raises(ValueError, match="out: expected memory disjoint from gate"):
+        _call("fp8_out_proj", args)
+    args["out"] = _at(args["out"], gate.ptr + 6 * D * 2 - 16)  # into row 1
+    with pytest.raises(ValueError, match="out: expected memory disjoint from gate"):
+        _call("fp8_out_proj", args)
+
+
+def test_check_disjoint_layouts():
+    """checks.check_disjoint on its own: empty operands meet nothing, negative strides count
+    their whole span, an alias must be the same view, and None entries are skipped."""
+    from h3cupy.core import checks
+
+    f = Fakes()
+    a = f((64, 64), "bf16")
+    empty = _at(f((0, 64), "bf16"), a.ptr)
+    checks.check_disjoint([("out", empty)], [("a", a)])
+    checks.check_disjoint([("out", None)], [("a", a), ("b", None)])
+    rev = f((64,), "float32")
+    back = Tensor(None, "float32", False, 0)  # rev read backwards: ptr at its last element
+    back.shape, back._strides, back.itemsize, back.ptr = (64,), (-1,), 4, rev.ptr + 63 * 4
+    tail = _at(f((1,), "float32"), rev.ptr)  # rev's first element
+    with pytest.raises(ValueError, match="tail: expected memory disjoint from back"):
+        checks.check_disjoint([("tail", tail)], [("back", back)])
+    half = Tensor(None, "bf16", False, 0)  # a's first 32 rows: the same address, another view
+    half.shape, half._strides, half.itemsize, half.ptr = (32, 64), (64, 1), 2, a.ptr
+    with pytest.raises(ValueError, match=r"out: expected memory disjoint from a \(or a itself"):
+        checks.check_disjoint([("out", half)], [("a", a)], [("out", "a")])
+    checks.check_disjoint([("out", a)], [("a", a)], [("out", "a")])

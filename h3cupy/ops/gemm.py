@@ -119,6 +119,10 @@ def _gemm_operands(a, b, fmt, row_scale, col_scale, out, formats_, k_align_bytes
         cs = interop.as_tensor(col_scale, "col_scale")
         checks.check_tensor(cs, "col_scale", "float32", (n,), dev, align=4)
     ot = checks.output_or_empty(out, "out", "bf16", (m, n), at)
+    checks.check_disjoint(
+        checks.given(("out",), (out,), (ot,)),
+        [("a", at), ("b", bt), ("row_scale", rs), ("col_scale", cs)],
+    )
     return at, bt, rs, cs, ot, m, n, k, esize
 
 
@@ -758,6 +762,9 @@ def _launch_small_m(at, bt, ot, m, n, k, splits, workspace):
     ws = None
     if splits > 1:
         ws = checks.output_or_empty(workspace, "workspace", "float32", (splits * m * n,), at)
+        checks.check_disjoint(
+            checks.given(("workspace",), (workspace,), (ws,)), [("a", at), ("b", bt), ("out", ot)]
+        )
     bn = 16 if m <= 16 else 136
     desc_w = _tensor_map(bt.ptr, "bfloat16", k, n, k * 2, 128)
     desc_x = _tensor_map(at.ptr, "bfloat16", k, m, k * 2, bn)
@@ -1073,6 +1080,18 @@ def gemm_nvfp4(
             )
         gw_host, gw_t = _scalar_arg(b_global_scale, "b_global_scale", dev)
     ot = checks.output_or_empty(out, "out", "bf16", (m, n), at)
+    checks.check_disjoint(
+        checks.given(("out",), (out,), (ot,)),
+        [
+            ("a_q", at),
+            ("a_sf", ast),
+            ("b_q", bt),
+            ("b_sf", bst),
+            ("alpha", alpha_t),
+            ("a_global_scale", ga_t),
+            ("b_global_scale", gw_t),
+        ],
+    )
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(f"gemm_nvfp4 needs sm_90a or sm_120a, this GPU is {target}")

@@ -24,7 +24,7 @@ from ..core import arch, checks, interop, jit
 from ..core.launch import i32, launch, ptr, stream
 from . import gemm, out_proj
 from .pre_attention import _out_map
-from .prologue import D, check_prologue_inputs, in_launch_args, launch_prologue
+from .prologue import D, check_prologue_inputs, in_launch_args, launch_prologue, prologue_reads
 
 FFN = 14336
 MLP = jit.ModuleSpec(
@@ -59,6 +59,12 @@ def _fc1_ready(m: int) -> int:
     if not FC1_FUSED_PROLOGUE or m <= 256 or gemm.fp8_ops_cluster(m) != 1:
         return 0
     return -(-m // 128)
+
+
+# SPEC.md §6: ``out`` may be ``residual`` or ``x`` itself (FC2's epilogue reads a row's
+# residual before writing it; x is read only by the prologue, launches earlier); any other
+# overlap of a written operand is refused (checks.check_disjoint).
+OUT_ALIASES = (("out", "residual"), ("out", "x"))
 
 
 def minimax_h3_mlp_fc2_flags_sm120(m: int) -> int:
@@ -159,6 +165,32 @@ def minimax_h3_mlp_fp8_sm120(
     yq = checks.output_or_empty(workspace_y_q, "workspace_y_q", "e4m3", (m, FFN), xt)
     ysc = checks.output_or_empty(workspace_y_scale, "workspace_y_scale", "float32", (m,), xt)
     ft = out_proj.check_flags(workspace_flags, xt)
+    names = ("a_q", "a_scale", "y", "y_q", "y_scale", "flags")
+    checks.check_disjoint(
+        checks.given(
+            ("out", *(f"workspace_{n}" for n in names)),
+            (
+                out,
+                workspace_a_q,
+                workspace_a_scale,
+                workspace_y,
+                workspace_y_q,
+                workspace_y_scale,
+                workspace_flags,
+            ),
+            (ot, aq, asc, yt, yq, ysc, ft),
+        ),
+        [
+            *prologue_reads(xt, wt, st, ht, it),
+            ("gate", gt),
+            ("residual", rt),
+            ("fc1_weight_q", w1),
+            ("fc1_weight_scale", s1),
+            ("fc2_weight_q", w2),
+            ("fc2_weight_scale", s2),
+        ],
+        OUT_ALIASES,
+    )
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(

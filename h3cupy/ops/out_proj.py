@@ -91,6 +91,11 @@ def plan_fp8_gemm_wgmma(
     return GatedGemmPlan(kernel, cluster, tile_n, smem, ready, tail)
 
 
+# SPEC.md §5: ``out`` may be ``residual`` itself (the epilogue reads a row's residual before
+# writing it); any other overlap of a written operand is refused (checks.check_disjoint).
+OUT_ALIASES = (("out", "residual"),)
+
+
 def check_flags(workspace_flags, like) -> object:
     """A caller's ``workspace_flags``: 1-D contiguous int32 on ``like``'s device (its length is
     checked against the plan by :func:`h3cupy.ops.gemm.plan_workspace`), or None."""
@@ -332,6 +337,22 @@ def minimax_h3_fp8_out_proj(
     aq = checks.output_or_empty(act_q, "act_q", "e4m3", (m, ATTN), at)
     asc = checks.output_or_empty(act_scale, "act_scale", "float32", (m,), at)
     ft = check_flags(workspace_flags, at)
+    checks.check_disjoint(
+        checks.given(
+            ("out", "act_q", "act_scale", "workspace_flags"),
+            (out, act_q, act_scale, workspace_flags),
+            (ot, aq, asc, ft),
+        ),
+        [
+            ("attn_out", at),
+            ("o_weight_q", wq),
+            ("o_weight_scale", ws),
+            ("gate", gt),
+            ("gate_index", it),
+            ("residual", rt),
+        ],
+        OUT_ALIASES,
+    )
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(
@@ -435,9 +456,28 @@ def minimax_h3_nvfp4_out_proj(
             f"{target}"
         )
     backend = nvfp4_backend(target)
+    a_bf = w_bf = None
     if backend == "wgmma":
         a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, ATTN), at)
         w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (D, ATTN), at)
+    checks.check_disjoint(
+        checks.given(
+            ("out", "act_q", "act_sf", "workspace_a", "workspace_w"),
+            (out, act_q, act_sf, workspace_a, workspace_w),
+            (ot, aq, asf, a_bf, w_bf),
+        ),
+        [
+            ("attn_out", at),
+            ("o_weight_q", wq),
+            ("o_weight_sf", wsf),
+            ("o_weight_global_scale", gw_t),
+            ("act_global_scale", ga),
+            ("gate", gt),
+            ("gate_index", it),
+            ("residual", rt),
+        ],
+        OUT_ALIASES,
+    )
     # Launch 1: NVFP4 of attn_out under the device global scale (linear scales).
     n_blocks = m * (ATTN // 16)
     launch(

@@ -27,7 +27,7 @@ import functools
 from ..core import arch, checks, interop, jit
 from ..core.launch import f32, i32, launch, ptr
 from . import gemm
-from .prologue import D, check_prologue_inputs, in_launch_args, launch_prologue
+from .prologue import D, check_prologue_inputs, in_launch_args, launch_prologue, prologue_reads
 
 HEADS, HEAD_DIM, ROPE_COLS = 56, 128, 96
 QKV_ROWS = 3 * HEADS * HEAD_DIM  # 21504
@@ -281,6 +281,17 @@ def minimax_h3_bf16_pre_attention(
     else:
         at = interop.as_tensor(workspace, "workspace")
         checks.check_tensor(at, "workspace", "bf16", (m, D), dev)
+    checks.check_disjoint(
+        [("out", ot), ("workspace", at if workspace is not None else None)],
+        [
+            *prologue_reads(xt, wt, st, ht, it),
+            ("qkv_weight", qkv),
+            ("q_norm_weight", qn),
+            ("k_norm_weight", kn),
+            ("rope_cos_sin", cs),
+            ("rope_positions", pt),
+        ],
+    )
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(
@@ -465,6 +476,18 @@ def _kind_scalars(values, names, dev, needed: bool, mode: str):
     return out
 
 
+def _qkv_disjoint(out_mode, outs_in, outs, scal, reads, work_in, work) -> None:
+    """The quantized pre-attention ops' overlap check: the caller's outputs (q, k, v and their
+    scales) and workspaces against each other and every operand read (checks.check_disjoint)."""
+    kinds = ("q", "k", "v")
+    names = [*kinds, *(f"{n}_sf" for n in kinds)]
+    suffix = "_descale" if out_mode == "e4m3" else "_global_scale"
+    checks.check_disjoint(
+        [*checks.given(names, outs_in, outs), *checks.given(list(work), work_in, work.values())],
+        [*reads, *((f"{n}{suffix}", t) for n, (t, _) in zip(kinds, scal, strict=True))],
+    )
+
+
 def minimax_h3_fp8_pre_attention(
     x,
     x_norm_weight,
@@ -545,6 +568,22 @@ def minimax_h3_fp8_pre_attention(
     )
     aq = checks.output_or_empty(act_q, "act_q", "e4m3", (m, D), xt)
     asc = checks.output_or_empty(act_scale, "act_scale", "float32", (m,), xt)
+    _qkv_disjoint(
+        out_mode,
+        (q, k, v, q_sf, k_sf, v_sf),
+        (*outs, *sfs),
+        scal,
+        [
+            *prologue_reads(xt, wt, st, ht, it),
+            ("qkv_weight_q", wq),
+            ("qkv_weight_scale", ws),
+            ("q_norm_weight", qn),
+            ("k_norm_weight", kn),
+            ("rope_cos_sin", cs),
+        ],
+        (act_q, act_scale),
+        {"act_q": aq, "act_scale": asc},
+    )
     target = arch.device_target(dev)
     if target not in ("sm_90a", "sm_120a"):
         raise RuntimeError(
@@ -823,9 +862,29 @@ def minimax_h3_nvfp4_pre_attention(
         )
 
     backend = nvfp4_backend(target)
+    a_bf = w_bf = None
     if backend == "wgmma":
         a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, D), xt)
         w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (QKV_ROWS, D), xt)
+    _qkv_disjoint(
+        out_mode,
+        (q, k, v, q_sf, k_sf, v_sf),
+        (*outs, *sfs),
+        scal,
+        [
+            *prologue_reads(xt, wt, st, ht, it),
+            ("qkv_weight_q", wq),
+            ("qkv_weight_sf", wsf),
+            ("qkv_weight_global_scale", gw_t),
+            ("act_global_scale", ga),
+            ("alpha", alpha_t),
+            ("q_norm_weight", qn),
+            ("k_norm_weight", kn),
+            ("rope_cos_sin", cs),
+        ],
+        (act_q, act_sf, workspace_a, workspace_w),
+        {"act_q": aq, "act_sf": asf, "workspace_a": a_bf, "workspace_w": w_bf},
+    )
 
     # Launch 1: prologue with NVFP4 of a under the device global scale (linear scales).
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "nvfp4", None, aq, asf, ga)

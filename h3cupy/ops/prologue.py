@@ -114,6 +114,17 @@ def check_prologue_inputs(
     return xt, wt, st, ht, it, rows, stride
 
 
+def prologue_reads(xt, wt, st, ht, it) -> list:
+    """The prologue operands as (name, Tensor) pairs, for checks.check_disjoint."""
+    return [
+        ("x", xt),
+        ("x_norm_weight", wt),
+        ("adaln_scale", st),
+        ("adaln_shift", ht),
+        ("adaln_index", it),
+    ]
+
+
 def operand_args(xt, wt, st, ht, it, rows, stride) -> tuple:
     """The prologue's operands as kernel arguments, in the order its kernels take them (the
     prologue kernel, and the BF16 pre-attention's single-launch kernels): x, the norm weight,
@@ -222,6 +233,14 @@ def norm_adaln(
         gt = checks.device_global_scale(act_global_scale, dev, " for out_format='nvfp4'")
         qt = checks.output_or_empty(q, "q", "uint8", (m, D // 2), xt)
         sct = checks.output_or_empty(scale, "scale", "uint8", (m, D // 16), xt)
+    checks.check_disjoint(
+        [
+            ("a", at if a is not None else None),
+            ("q", qt if q is not None else None),
+            ("scale", sct if scale is not None else None),
+        ],
+        [*prologue_reads(xt, wt, st, ht, it), ("act_global_scale", gt)],
+    )
 
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, out_format, at, qt, sct, gt)
     return NormAdalnOutput(*(interop.export(t) if t is not None else None for t in (at, qt, sct)))
