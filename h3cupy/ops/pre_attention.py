@@ -476,15 +476,22 @@ def _kind_scalars(values, names, dev, needed: bool, mode: str):
     return out
 
 
-def _qkv_disjoint(out_mode, outs_in, outs, scal, reads, work_in, work) -> None:
+def _qkv_disjoint(out_mode, outs_in, outs, scal, pro, weights, heads, work_in, work) -> None:
     """The quantized pre-attention ops' overlap check: the caller's outputs (q, k, v and their
-    scales) and workspaces against each other and every operand read (checks.check_disjoint)."""
+    scales) and workspaces against each other and every operand read (checks.check_disjoint):
+    the prologue's ``pro``, the weight's (name, tensor) pairs, the head inputs ``heads``
+    (q_norm_weight, k_norm_weight, rope_cos_sin) and the out_mode's device scalars ``scal``."""
     kinds = ("q", "k", "v")
     names = [*kinds, *(f"{n}_sf" for n in kinds)]
     suffix = "_descale" if out_mode == "e4m3" else "_global_scale"
     checks.check_disjoint(
         [*checks.given(names, outs_in, outs), *checks.given(list(work), work_in, work.values())],
-        [*reads, *((f"{n}{suffix}", t) for n, (t, _) in zip(kinds, scal, strict=True))],
+        [
+            *prologue_reads(*pro),
+            *weights,
+            *zip(("q_norm_weight", "k_norm_weight", "rope_cos_sin"), heads, strict=True),
+            *((f"{n}{suffix}", t) for n, (t, _) in zip(kinds, scal, strict=True)),
+        ],
     )
 
 
@@ -573,14 +580,12 @@ def minimax_h3_fp8_pre_attention(
         (q, k, v, q_sf, k_sf, v_sf),
         (*outs, *sfs),
         scal,
+        (xt, wt, st, ht, it),
         [
-            *prologue_reads(xt, wt, st, ht, it),
             ("qkv_weight_q", wq),
             ("qkv_weight_scale", ws),
-            ("q_norm_weight", qn),
-            ("k_norm_weight", kn),
-            ("rope_cos_sin", cs),
         ],
+        (qn, kn, cs),
         (act_q, act_scale),
         {"act_q": aq, "act_scale": asc},
     )
@@ -871,17 +876,15 @@ def minimax_h3_nvfp4_pre_attention(
         (q, k, v, q_sf, k_sf, v_sf),
         (*outs, *sfs),
         scal,
+        (xt, wt, st, ht, it),
         [
-            *prologue_reads(xt, wt, st, ht, it),
             ("qkv_weight_q", wq),
             ("qkv_weight_sf", wsf),
             ("qkv_weight_global_scale", gw_t),
             ("act_global_scale", ga),
             ("alpha", alpha_t),
-            ("q_norm_weight", qn),
-            ("k_norm_weight", kn),
-            ("rope_cos_sin", cs),
         ],
+        (qn, kn, cs),
         (act_q, act_sf, workspace_a, workspace_w),
         {"act_q": aq, "act_sf": asf, "workspace_a": a_bf, "workspace_w": w_bf},
     )
