@@ -37,6 +37,10 @@ def wheel(tmp_path_factory) -> Path:
         text=True,
         timeout=600,
     )
+    if proc.returncode and "No matching distribution found for setuptools" in proc.stderr:
+        # pip builds in an isolated environment and fetches the build backend (setuptools >= 77)
+        # from the index: a machine with no network (the lent GPU machine) cannot build a wheel
+        pytest.skip("pip could not fetch the build backend (setuptools >= 77): no package index")
     assert proc.returncode == 0, f"pip wheel failed:\n{proc.stdout}\n{proc.stderr}"
     (whl,) = out.glob("h3cupy-*.whl")
     return whl

@@ -113,6 +113,10 @@ class Tensor:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def is_contiguous(self) -> bool:
+        """Row-major with no gaps (dims of size 1 may have any stride; an empty tensor is
+        contiguous whatever its strides, as in torch: CuPy gives ``cupy.zeros(0)`` stride 0)."""
+        if 0 in self.shape:
+            return True
         expected = 1
         for dim, st in zip(reversed(self.shape), reversed(self._strides), strict=True):
             if dim != 1 and st != expected:
