@@ -114,7 +114,9 @@ def minimax_h3_mlp_fp8_sm120(
             prepacked row order (:func:`h3cupy.prepare_minimax_h3_fc1_weight_fp8`).
         fc2_weight_q, fc2_weight_scale: e4m3 ``[5376, 14336]`` + fp32 ``[5376]``
             (:func:`h3cupy.prepare_minimax_h3_fc2_weight_fp8`).
-        out: optional bf16 ``[M, 5376]``; may be ``residual`` or ``x``.
+        out: optional bf16 ``[M, 5376]``; may be ``residual`` or ``x`` itself (the same view).
+            No output or workspace may otherwise share memory with another operand
+            (ValueError naming both).
         workspace_*: optional caller-owned buffers: a_q e4m3 ``[M, 5376]``, a_scale fp32 ``[M]``,
             y bf16 ``[M, 14336]``, y_q e4m3 ``[M, 14336]``, y_scale fp32 ``[M]``, flags int32
             ``[minimax_h3_mlp_fc2_flags_sm120(M)]`` (zeroed by the op).

@@ -306,7 +306,9 @@ def minimax_h3_fp8_out_proj(
         gate_index: int32 or int64 ``[M]``; an index outside ``[0, rows)`` gives
             ``out = residual`` exactly (guarded on the device).
         residual: bf16 ``[M, 5376]`` contiguous.
-        out: optional bf16 ``[M, 5376]``; may be ``residual`` itself.
+        out: optional bf16 ``[M, 5376]``; may be ``residual`` itself (the same view). No
+            output or workspace may otherwise share memory with another operand (ValueError
+            naming both).
         act_q, act_scale: optional workspaces, e4m3 ``[M, 7168]`` and fp32 ``[M]`` (filled with
             the per-token FP8 of ``attn_out``).
         workspace_flags: optional int32 ``[n]``, n >= :func:`minimax_h3_fp8_out_proj_flags`

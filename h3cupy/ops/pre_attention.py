@@ -239,7 +239,8 @@ def minimax_h3_bf16_pre_attention(
         ``out``.
 
     Runs on sm_90a (the wgmma engine by default) and sm_120a (the TMA-fed mma.sync back end,
-    compile-checked only: no SM120 board here). Raises ValueError / TypeError for bad arguments
+    compile-checked only: no SM120 board here). ``out`` and ``workspace`` must not share memory
+    with any operand (ValueError). Raises ValueError / TypeError for bad arguments
     before anything is launched.
     """
     eps = checks.check_positive_finite(eps, "eps")
@@ -538,7 +539,8 @@ def minimax_h3_fp8_pre_attention(
         out_mode: ``"bf16"`` (q/k/v bf16 ``[M, 56, 128]``), ``"e4m3"`` (e4m3 ``[M, 56, 128]``,
             needs ``q/k/v_descale``) or ``"nvfp4"`` (uint8 codes ``[M, 56, 64]`` and linear
             ue4m3 scales ``q/k/v_sf`` ``[M, 56, 8]``, needs ``q/k/v_global_scale``).
-        q, k, v, q_sf, k_sf, v_sf: optional outputs (allocated when omitted).
+        q, k, v, q_sf, k_sf, v_sf: optional outputs (allocated when omitted). No output or
+            workspace may share memory with another operand (ValueError naming both).
         *_descale, *_global_scale: floats or one-element fp32 device arrays (read on the device).
         act_q, act_scale: optional workspaces, e4m3 ``[M, 5376]`` and fp32 ``[M]``.
 

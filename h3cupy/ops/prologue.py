@@ -208,6 +208,9 @@ def norm_adaln(
         write_bf16: in a quantized mode, also return the bf16 activation (allocated if ``a`` is
             None).
 
+    ``a``, ``q`` and ``scale`` must not share memory with each other or with any input
+    (ValueError naming both).
+
     Returns:
         NormAdalnOutput(a, q, scale) in the caller's framework (torch in, torch out).
     """
