@@ -81,6 +81,7 @@ def _quantize_rows_fp8(w, name: str, shape: tuple[int, int], dst_rows=None):
     return interop.export(q), interop.export(s)
 
 
+@arch.on_operand_device("qkv_weight")
 def quantize_minimax_h3_qkv_weight_fp8(qkv_weight):
     """Per-output-channel FP8 of the fused QKV weight.
 
@@ -94,18 +95,21 @@ def quantize_minimax_h3_qkv_weight_fp8(qkv_weight):
     return _quantize_rows_fp8(qkv_weight, "qkv_weight", (QKV, D))
 
 
+@arch.on_operand_device("o_weight")
 def quantize_minimax_h3_o_weight_fp8(o_weight):
     """Per-output-channel FP8 of the attention output weight, bf16 ``[5376, 7168]`` ->
     (e4m3 ``[5376, 7168]``, fp32 ``[5376]``)."""
     return _quantize_rows_fp8(o_weight, "o_weight", (D, ATTN))
 
 
+@arch.on_operand_device("fc2_weight")
 def prepare_minimax_h3_fc2_weight_fp8(fc2_weight):
     """Per-output-channel FP8 of FC2, bf16 ``[5376, 14336]`` -> (e4m3 ``[5376, 14336]``,
     fp32 ``[5376]``), natural row order."""
     return _quantize_rows_fp8(fc2_weight, "fc2_weight", (D, FFN))
 
 
+@arch.on_operand_device("fc1_weight")
 def prepare_minimax_h3_fc1_weight_fp8(fc1_weight):
     """Per-output-channel FP8 of FC1 in the prepacked row order.
 
@@ -137,6 +141,7 @@ def _global_scale_tensor(g, name: str, like: interop.Tensor) -> interop.Tensor:
     return gt
 
 
+@arch.on_operand_device("amax")
 def nvfp4_global_scale_from_amax(amax):
     """``448 * 6 / max(amax, 1e-12)`` as an fp32 ``[1]`` device array.
 
@@ -185,6 +190,7 @@ def _fp4_quantize(at: interop.Tensor, gt: interop.Tensor, swizzled: bool):
     return q, sf
 
 
+@arch.on_operand_device("a")
 def fp4_quantize(a, global_scale, sf_vec_size: int = 16, is_sf_swizzled_layout: bool = True):
     """NVFP4 quantization of a bf16 matrix (FlashInfer's ``fp4_quantize`` convention).
 
@@ -244,6 +250,7 @@ def _quantize_nvfp4_weight(w, name: str, shape: tuple[int, int]):
     return interop.export(q), interop.export(sf), interop.export(g)
 
 
+@arch.on_operand_device("qkv_weight")
 def quantize_minimax_h3_qkv_weight_nvfp4(qkv_weight):
     """NVFP4 of the fused QKV weight with a per-tensor global scale.
 
@@ -257,12 +264,14 @@ def quantize_minimax_h3_qkv_weight_nvfp4(qkv_weight):
     return _quantize_nvfp4_weight(qkv_weight, "qkv_weight", (QKV, D))
 
 
+@arch.on_operand_device("o_weight")
 def quantize_minimax_h3_o_weight_nvfp4(o_weight):
     """NVFP4 of the output weight bf16 ``[5376, 7168]`` -> (uint8 ``[5376, 3584]``, swizzled
     scales of 5376*448 bytes, fp32 ``[1]`` global scale)."""
     return _quantize_nvfp4_weight(o_weight, "o_weight", (D, ATTN))
 
 
+@arch.on_operand_device("w")
 def qkv_rows_checkpoint_to_engine(w):
     """Reorder fused-QKV rows from the checkpoint's per-head order (row ``h*384 + kind*128 + d``)
     to the engine order (row ``kind*7168 + h*128 + d``).

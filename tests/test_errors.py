@@ -18,6 +18,7 @@ flags' length against the launch plan (which needs the kernels).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 from collections.abc import Callable
@@ -98,6 +99,8 @@ def device_stub(monkeypatch):
         raise ReachedDevice("a TMA descriptor")
 
     monkeypatch.setattr(arch, "device_target", lambda device_id=None: state["target"])
+    # the entry points make their first operand's device current (arch.on_operand_device)
+    monkeypatch.setattr(arch, "device_scope", lambda dev: contextlib.nullcontext())
     monkeypatch.setattr(arch, "current_device", lambda: 0)
     # an H100's / H200's figures (the engine's plans size grids and stages from them)
     monkeypatch.setattr(arch, "sm_count", lambda device_id: 132)
@@ -896,3 +899,44 @@ def test_check_disjoint_layouts():
     with pytest.raises(ValueError, match=r"out: expected memory disjoint from a \(or a itself"):
         checks.check_disjoint([("out", half)], [("a", a)], [("out", "a")])
     checks.check_disjoint([("out", a)], [("a", a)], [("out", "a")])
+
+
+# ---------------------------------------------------------------------------------------------
+# The operands' device is made current for the call
+# ---------------------------------------------------------------------------------------------
+
+
+class _FakesOn1(Fakes):
+    """Fakes on CUDA device 1 (the caller's current device stays 0)."""
+
+    def __call__(self, shape, fmt, *, strides=None, offset=0, device=1) -> Tensor:
+        return super().__call__(shape, fmt, strides=strides, offset=offset, device=device)
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_call_runs_on_the_operands_device(op, device_stub, monkeypatch):
+    """Every operand on device 1 while device 0 is current: the entry point enters device 1's
+    scope (arch.on_operand_device) before anything else, and its checks pass there."""
+    scopes = []
+
+    def scope(dev):
+        scopes.append(dev)
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(arch, "device_scope", scope)
+    args = OPS[op].valid(_FakesOn1(), 129)
+    _reaches_device(op, args)
+    assert scopes[:1] == [1], scopes
+
+
+def test_operand_device():
+    """arch.operand_device: torch CUDA tensors, CuPy arrays and interop.Tensor give their device;
+    host arrays, CPU tensors and scalars give None (the checks refuse them)."""
+    from types import SimpleNamespace as NS
+
+    assert arch.operand_device(Fakes()((4,), "float32", device=3)) == 3
+    assert arch.operand_device(NS(device=NS(type="cuda", index=2))) == 2  # torch, cuda:2
+    assert arch.operand_device(NS(device=NS(type="cpu", index=None))) is None  # torch, CPU
+    assert arch.operand_device(NS(device=NS(id=1))) == 1  # CuPy
+    assert arch.operand_device(np.zeros(3)) is None  # NumPy 2: device "cpu"
+    assert arch.operand_device(1.0) is None

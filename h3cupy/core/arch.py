@@ -126,3 +126,43 @@ def fp8_mma_code(form: int, target: str, name: str = "") -> int:
     if form == -1:
         return 2 if "geforce" in name.lower() else 1
     return 1 if form == 0 else 2
+
+
+def operand_device(x) -> int | None:
+    """The CUDA device of an operand (a torch CUDA tensor, a CuPy array or an
+    ``interop.Tensor``), or None for anything else (the op's checks then refuse it)."""
+    dev = getattr(x, "device", None)
+    if isinstance(dev, int):  # interop.Tensor
+        return dev
+    if getattr(dev, "type", None) == "cuda" and dev.index is not None:  # torch.device
+        return int(dev.index)
+    idx = getattr(dev, "id", None)  # cupy.cuda.Device
+    return idx if isinstance(idx, int) else None
+
+
+def device_scope(dev: int):
+    """A context in which ``dev`` is the current device (cudaSetDevice, only when it is not
+    already), restoring the caller's current device on exit."""
+    import cupy
+
+    return cupy.cuda.Device(dev)
+
+
+def on_operand_device(param: str):
+    """Run a public entry point with the device of its first operand (positional, or the keyword
+    ``param``) current: its kernels load there, CuPy's current stream and allocations are that
+    device's, and the launch goes to that device's context, whatever device the caller has
+    current. The caller's current device is restored after the call."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            dev = operand_device(args[0] if args else kwargs.get(param))
+            if dev is None:
+                return fn(*args, **kwargs)
+            with device_scope(dev):
+                return fn(*args, **kwargs)
+
+        return run
+
+    return wrap

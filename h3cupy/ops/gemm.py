@@ -126,6 +126,7 @@ def _gemm_operands(a, b, fmt, row_scale, col_scale, out, formats_, k_align_bytes
     return at, bt, rs, cs, ot, m, n, k, esize
 
 
+@arch.on_operand_device("a")
 def gemm_mma_sync(a, b, *, fmt: str = "bf16", row_scale=None, col_scale=None, out=None):
     """``out = bf16((a @ b^T) * row_scale[:, None] * col_scale[None, :])`` (fp32 accumulation,
     scales applied to the fp32 accumulator in that order) on the mma.sync back end.
@@ -567,6 +568,7 @@ def _c_map_w32(ptr_: int, n: int, m: int):
     return tma.encode_2d(ptr_, "bfloat16", n, m, n * 2, 32, 64, swizzle=64)
 
 
+@arch.on_operand_device("a")
 def gemm_wgmma(
     a,
     b,
@@ -719,6 +721,7 @@ def small_m_splits(m: int, n: int, k: int, sms: int) -> int:
     return min(range(1, min(8, k_tiles) + 1), key=cost)
 
 
+@arch.on_operand_device("a")
 def gemm_wgmma_small_m(a, b, *, out=None, splits=None, workspace=None):
     """bf16 ``out = a @ b^T`` for small M (M <= 136) on the sm_90a engine with the operands
     swapped: the weight ``b`` [N, K] streams as the wgmma's 64-row side (128-row tiles), the
@@ -828,6 +831,7 @@ def mt_maps(a_ptr: int, b_ptr: int, dtype: str, k: int, m: int, n: int, plan) ->
     )
 
 
+@arch.on_operand_device("a")
 def gemm_mma_tma(
     a,
     b,
@@ -1005,6 +1009,7 @@ def check_nvfp4_weight(w_q, w_sf, w_global_scale, act_global_scale, name: str, n
     return wq, wsf, gw_host, gw_t, ga
 
 
+@arch.on_operand_device("a_q")
 def gemm_nvfp4(
     a_q,
     a_sf,

@@ -78,6 +78,7 @@ def minimax_h3_mlp_fc2_flags_sm120(m: int) -> int:
     return out_proj._flags_words(int(m), FFN, FUSED_QUANT, _fc1_ready(int(m)))
 
 
+@arch.on_operand_device("x")
 def minimax_h3_mlp_fp8_sm120(
     x,
     x_norm_weight,

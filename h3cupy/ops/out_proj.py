@@ -282,6 +282,7 @@ def _check_gated(gate, gate_index, residual, m: int, dev: int):
     return gt, rows, gstride, it, rt
 
 
+@arch.on_operand_device("attn_out")
 def minimax_h3_fp8_out_proj(
     attn_out,
     o_weight_q,
@@ -395,6 +396,7 @@ def minimax_h3_fp8_out_proj(
     return interop.export(ot)
 
 
+@arch.on_operand_device("attn_out")
 def minimax_h3_nvfp4_out_proj(
     attn_out,
     o_weight_q,

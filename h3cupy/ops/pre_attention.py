@@ -194,6 +194,7 @@ def nvfp4_backend(target: str) -> str:
     return gemm_backend(target, NVFP4_HOPPER_DEFAULT)
 
 
+@arch.on_operand_device("x")
 def minimax_h3_bf16_pre_attention(
     x,
     x_norm_weight,
@@ -496,6 +497,7 @@ def _qkv_disjoint(out_mode, outs_in, outs, scal, pro, weights, heads, work_in, w
     )
 
 
+@arch.on_operand_device("x")
 def minimax_h3_fp8_pre_attention(
     x,
     x_norm_weight,
@@ -769,6 +771,7 @@ def _out_map(out_ptr: int, m: int, cols: int, dtype: str, box_cols: int, swizzle
     return tma.encode_2d(out_ptr, dtype, cols, m, cols * esize, box_cols, 64, swizzle)
 
 
+@arch.on_operand_device("x")
 def minimax_h3_nvfp4_pre_attention(
     x,
     x_norm_weight,

@@ -174,6 +174,7 @@ def launch_prologue(xt, wt, st, ht, it, rows, stride, eps, out_format, at, qt, s
     )
 
 
+@arch.on_operand_device("x")
 def norm_adaln(
     x,
     x_norm_weight,
