@@ -20,6 +20,22 @@ D = 5376
 M = 257  # above 256: the engine's clustered and single-launch forms
 
 
+def _poison_here(*arrays):
+    """Poison arrays of the device current at build time, from a call made with another device
+    current (CuPy fills run on the current device, so the array's device is entered first)."""
+    import cupy
+
+    from h3cupy.testing import poison
+
+    dev = cupy.cuda.Device().id
+
+    def again():
+        with cupy.cuda.Device(dev):
+            poison(*arrays)
+
+    return again
+
+
 def _two_gpus():
     import cupy
 
@@ -32,15 +48,16 @@ def _norm_adaln(rng):
 
     from h3cupy.ops.prologue import norm_adaln
     from h3cupy.reference import inputs
-    from h3cupy.testing import poison, upload
+    from h3cupy.testing import upload
 
     h = inputs.prologue_inputs(M, rows=9, k=D, index_dtype=np.int64, rng=rng)
     d = {k: upload(v) for k, v in h.items()}
     keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift", "adaln_index")
     q, scale = cupy.empty((M, D), np.uint8), cupy.empty((M,), np.float32)
+    poison = _poison_here(q, scale)
 
     def run():
-        poison(q, scale)
+        poison()
         norm_adaln(*(d[k] for k in keys), out_format="fp8", q=q, scale=scale)
         return [q, scale]
 
@@ -50,14 +67,14 @@ def _norm_adaln(rng):
 def _fp8_pre_attention(rng):
     import cupy
 
-    from h3cupy.testing import poison
     from h3cupy.verify import fp8_pre_attention_runner
 
     _, _, _, act_q, act_scale, op = fp8_pre_attention_runner(M, "e4m3", rng)
     qkv = {n: cupy.empty((M, 56, 128), np.uint8) for n in "qkv"}
+    poison = _poison_here(act_q, act_scale, *qkv.values())
 
     def run():
-        poison(act_q, act_scale, *qkv.values())
+        poison()
         op(**qkv)
         return [*qkv.values(), act_q, act_scale]
 
@@ -70,14 +87,15 @@ def _fp8_out_proj(rng):
     import h3cupy
     from h3cupy import formats
     from h3cupy.reference import inputs
-    from h3cupy.testing import poison, upload
+    from h3cupy.testing import upload
 
     h = inputs.out_proj_inputs(M, rng=rng)
     d = {k: upload(v) for k, v in h.items()}
     out = cupy.empty((M, D), formats.BF16)
+    poison = _poison_here(out)
 
     def run():
-        poison(out)
+        poison()
         wq, ws = h3cupy.quantize_minimax_h3_o_weight_fp8(d["o_weight"])  # a weight helper too
         h3cupy.minimax_h3_fp8_out_proj(
             d["attn_out"], wq, ws, d["gate"], d["gate_index"], d["residual"], out=out
@@ -92,7 +110,6 @@ def _mlp(rng, torch_operands=False):
 
     import h3cupy
     from h3cupy import formats
-    from h3cupy.testing import poison
     from h3cupy.verify import mlp_fp8_operands
 
     _, _, dev, weights = mlp_fp8_operands(M, rng)
@@ -107,9 +124,10 @@ def _mlp(rng, torch_operands=False):
 
         args = [as_torch(a) for a in args]
         out = as_torch(out)
+    poison = _poison_here(out)
 
     def run():
-        poison(out)
+        poison()
         return [h3cupy.minimax_h3_mlp_fp8_sm120(*args, out=out)]
 
     return run
@@ -150,8 +168,9 @@ def test_operands_on_another_device(case):
         with cupy.cuda.Device(0):
             outs = run()
             assert cupy.cuda.runtime.getDevice() == 0, "the call changed the current device"
-        cupy.cuda.Device(dev).synchronize()
-        got[dev] = [_bytes(a) for a in outs]
+        with cupy.cuda.Device(dev):
+            cupy.cuda.Device(dev).synchronize()
+            got[dev] = [_bytes(a) for a in outs]
     for i, (a, b) in enumerate(zip(got[1], got[0], strict=True)):
         assert a.shape == b.shape
         assert np.array_equal(a, b), f"{case}: output {i} on device 1 differs (seed {seed})"
