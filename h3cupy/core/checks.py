@@ -158,19 +158,6 @@ def device_global_scale(value, dev: int, when: str = "") -> Tensor:
     return t
 
 
-def _span(t: Tensor) -> tuple[int, int]:
-    """The byte range ``[lo, hi)`` that ``t``'s elements lie in (empty when it has none)."""
-    lo = hi = 0
-    for d, s in zip(t.shape, t.strides, strict=True):
-        if d == 0:
-            return t.ptr, t.ptr
-        if s >= 0:
-            hi += (d - 1) * s
-        else:
-            lo += (d - 1) * s
-    return t.ptr + lo * t.itemsize, t.ptr + (hi + 1) * t.itemsize
-
-
 def _touches(t: Tensor, a: int, b: int) -> bool:
     """Whether an element of ``t`` lies in bytes ``[a, b)``, given that ``t``'s span meets it:
     exact for a row view ``[rows, w]`` with unit column stride (a column chunk of a table, whose
@@ -197,7 +184,7 @@ def check_disjoint(
 
     The byte spans are sorted and, when two meet, swept pair by pair (0.4-1 us of host time per
     operand on a 2-core CI machine). None entries (omitted operands) are skipped."""
-    ops: list[tuple[str, Tensor, bool]] = []
+    ops: list[tuple[str, Tensor, bool, tuple[int, int]]] = []  # (name, tensor, written, span)
     spans: list[tuple[int, int, int]] = []
     for group, is_written in ((written, True), (read, False)):
         for n, t in group:
@@ -209,10 +196,11 @@ def check_disjoint(
                     lo += (d - 1) * s
                 else:
                     hi += (d - 1) * s
+            e = t.itemsize
+            span = (t.ptr + lo * e, t.ptr + (hi + 1) * e)
             if 0 not in t.shape:  # an empty operand touches nothing
-                e = t.itemsize
-                spans.append((t.ptr + lo * e, t.ptr + (hi + 1) * e, len(ops)))
-            ops.append((n, t, is_written))
+                spans.append((*span, len(ops)))
+            ops.append((n, t, is_written, span))
     spans.sort()
     # the common case: no two spans meet (one pass); otherwise the sweep looks at each pair
     end = 0
@@ -235,9 +223,9 @@ def check_disjoint(
 def _check_pair(x, y, a: int, b: int, aliases) -> None:
     """Two operands whose spans meet in ``[a, b)``: refuse unless neither is written, they are
     a permitted alias, or a row view's gaps hold the other (exact for unit column strides)."""
-    (nx, tx, wx), (ny, ty, wy) = x, y
-    if not wx:  # the written one first
-        (nx, tx, wx), (ny, ty, wy) = (ny, ty, wy), (nx, tx, wx)
+    if not x[2]:  # the written one first
+        x, y = y, x
+    (nx, tx, _, sx), (ny, ty, _, sy) = x, y
     allowed = (nx, ny) in aliases or (ny, nx) in aliases
     if allowed and (tx.ptr, tx.shape, tx.strides, tx.itemsize) == (
         ty.ptr,
@@ -249,7 +237,6 @@ def _check_pair(x, y, a: int, b: int, aliases) -> None:
     # the written operand is contiguous (checked before): it covers its whole span
     if not _touches(ty, a, b):
         return
-    sx, sy = _span(tx), _span(ty)
     how = f"pass {ny} itself or a separate buffer" if allowed else "pass a separate buffer"
     raise ValueError(
         f"{nx}: expected memory disjoint from {ny}"
