@@ -14,6 +14,11 @@
 #               clusters of two and FC1's opt-in single launch (scripts/memcheck_ops.py); ~95 s
 #               on an H100
 #   selftest    the self-test table (every operator that runs on this card); ~50 s on an H100
+#   quick       the GPU tests of the host-side paths, which need no long references: the
+#               operators' error tests, torch / CuPy interop, CUDA-graph capture, the wheel, the
+#               compile reports, operands on another GPU (skipped on one GPU); ~1-2 minutes
+#   auto        h200 on an H200; on any other card quick, then bench (for a call that names
+#               nvidia-h200 and may get an H100); run it as h200 is run (GPU_ROUND_TAR)
 #   bars        the issues' speed bars on this card: the BF16 pre-attention and the FP8 ops (both
 #               cluster sizes) at every production centre against their chains, the NVFP4 ops,
 #               scripts/bars.py's verdict; ~4 minutes
@@ -141,6 +146,25 @@ nvfp4_ops() {  # the NVFP4 ops (Hopper path) at every centre against their chain
   run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
     nvfp4_out_proj --reps 10 --json "$OUT/bench_nvfp4.json"
 }
+quick_tests() {  # the GPU tests of the host-side paths (see the mode list above)
+  run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 tests/test_out_proj_gpu.py \
+    tests/test_packaging.py tests/test_jit.py tests/test_errors.py tests/test_interop_gpu.py \
+    tests/test_multi_gpu.py -k \
+    "errors or packaging or wheel or installed or (sm_89 and prologue) or interop or multi or operand or torch or graph"
+}
+h200_round() {
+  mlp_large_clusters
+  bars_once
+  nvfp4_ops
+  bf16_second_run
+  out_proj_clusters
+}
+bench_round() {  # the prologue, the GEMM engine and the BF16 pre-attention benchmarks
+  run 100 "$OUT/bench.log" python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json"
+  run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --m 129 4824 38592 \
+    --backend wgmma wgmma128x2pp wgmma192p3x2 mma_tma --json "$OUT/bench_gemm.json"
+  run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json"
+}
 not_h200() { echo "== not an H200 ($(nvidia-smi --query-gpu=name --format=csv,noheader)): nothing run"; }
 
 case "$MODE" in
@@ -158,15 +182,13 @@ case "$MODE" in
     nvfp4_ops
     ;;
   h200)
-    if is_h200; then
-      mlp_large_clusters
-      bars_once
-      nvfp4_ops
-      bf16_second_run
-      out_proj_clusters
-    else
-      not_h200
-    fi
+    if is_h200; then h200_round; else not_h200; fi
+    ;;
+  quick)
+    quick_tests
+    ;;
+  auto)
+    if is_h200; then h200_round; else quick_tests; bench_round; fi
     ;;
   h200-short)
     if is_h200; then mlp_large_clusters; bars_once; else not_h200; fi
@@ -194,10 +216,7 @@ case "$MODE" in
     run 180 "$OUT/bench.log" python3 scripts/pair_tail_splits.py --json "$OUT/pair_tail_splits.json"
     ;;
   bench)
-    run 100 "$OUT/bench.log" python3 benchmarks/prologue.py --json "$OUT/bench_prologue.json"
-    run 240 "$OUT/bench.log" python3 benchmarks/gemm.py --m 129 4824 38592 \
-      --backend wgmma wgmma128x2pp wgmma192p3x2 mma_tma --json "$OUT/bench_gemm.json"
-    run 200 "$OUT/bench.log" python3 benchmarks/pre_attention.py --json "$OUT/bench_pre_attention.json"
+    bench_round
     ;;
   bench-ops)
     run 330 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --json "$OUT/bench_ops_fp8.json"
@@ -205,7 +224,7 @@ case "$MODE" in
       nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
   *)
-    echo "mode: expected tests, memcheck, selftest, bars, h200, h200-short, clusters, nvfp4, order,"
+    echo "mode: expected tests, memcheck, selftest, quick, auto, bars, h200, h200-short, clusters, nvfp4, order,"
     echo "cublas, tail, bench or bench-ops; got '$MODE'. The session modes (s5 ... s37) are in"
     echo "git: git show 1011c46:scripts/gpu_round.sh"
     exit 2
