@@ -16,7 +16,7 @@
 #   selftest    the self-test table (every operator that runs on this card); ~50 s on an H100
 #   quick       the GPU tests of the host-side paths, which need no long references: the
 #               operators' error tests, torch / CuPy interop, CUDA-graph capture, the wheel, the
-#               compile reports, operands on another GPU (skipped on one GPU); ~1-2 minutes
+#               compile reports, operands on another GPU (skipped on one GPU); ~35 s on an H100
 #   auto        h200 on an H200; on any other card quick, then bench (for a call that names
 #               nvidia-h200 and may get an H100); run it as h200 is run (GPU_ROUND_TAR)
 #   bars        the issues' speed bars on this card: the BF16 pre-attention and the FP8 ops (both
