@@ -15,8 +15,9 @@
 #               on an H100
 #   selftest    the self-test table (every operator that runs on this card); ~50 s on an H100
 #   quick       the GPU tests of the host-side paths, which need no long references: the
-#               operators' error tests, torch / CuPy interop, CUDA-graph capture, the wheel, the
-#               compile reports, operands on another GPU (skipped on one GPU); ~35 s on an H100
+#               operators' error tests, torch / CuPy interop, CUDA-graph capture, the wheel (skipped
+#               where pip has no package index, as on the lent machines), the compile reports,
+#               operands on another GPU (skipped on one GPU); ~35 s on an H100
 #   auto        h200 on an H200; on any other card quick, then bench (for a call that names
 #               nvidia-h200 and may get an H100); run it as h200 is run (GPU_ROUND_TAR)
 #   bars        the issues' speed bars on this card: the BF16 pre-attention and the FP8 ops (both
@@ -152,7 +153,7 @@ quick_tests() {  # the GPU tests of the host-side paths (see the mode list above
     tests/test_multi_gpu.py -k \
     "errors or packaging or wheel or installed or (sm_89 and prologue) or interop or multi or operand or torch or graph"
 }
-h200_round() {
+h200_round() {  # the H200's figure set: the issues' bars, the NVFP4 ops, the cluster settings
   mlp_large_clusters
   bars_once
   nvfp4_ops
