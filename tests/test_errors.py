@@ -938,5 +938,31 @@ def test_operand_device():
     assert arch.operand_device(NS(device=NS(type="cuda", index=2))) == 2  # torch, cuda:2
     assert arch.operand_device(NS(device=NS(type="cpu", index=None))) is None  # torch, CPU
     assert arch.operand_device(NS(device=NS(id=1))) == 1  # CuPy
+    # DLPack producers without a .device attribute: (kDLCUDA, 2) and a host one (kDLCPU)
+    assert arch.operand_device(NS(__dlpack_device__=lambda: (2, 2))) == 2
+    assert arch.operand_device(NS(__dlpack_device__=lambda: (1, 0))) is None
     assert arch.operand_device(np.zeros(3)) is None  # NumPy 2: device "cpu"
     assert arch.operand_device(1.0) is None
+
+
+def test_operand_device_cuda_array_interface(monkeypatch):
+    """A bare ``__cuda_array_interface__`` object names no device: the pointer's owner is asked
+    (cudaPointerGetAttributes, stubbed here: this machine may have no driver); a null pointer
+    (an empty array) gives None."""
+    from types import SimpleNamespace as NS
+
+    import cupy
+
+    asked = []
+
+    def attrs(ptr):
+        asked.append(ptr)
+        return NS(device=1)
+
+    monkeypatch.setattr(cupy.cuda.runtime, "pointerGetAttributes", attrs)
+    cai = {"shape": (4,), "typestr": "<f4", "data": (0x7F0000, False), "version": 3}
+    assert arch.operand_device(NS(__cuda_array_interface__=cai)) == 1
+    assert asked == [0x7F0000]
+    empty = dict(cai, shape=(0,), data=(0, False))
+    assert arch.operand_device(NS(__cuda_array_interface__=empty)) is None
+    assert asked == [0x7F0000]

@@ -129,15 +129,29 @@ def fp8_mma_code(form: int, target: str, name: str = "") -> int:
 
 
 def operand_device(x) -> int | None:
-    """The CUDA device of an operand (a torch CUDA tensor, a CuPy array or an
-    ``interop.Tensor``), or None for anything else (the op's checks then refuse it)."""
+    """The CUDA device of an operand (a torch CUDA tensor, a CuPy array, an ``interop.Tensor``,
+    or any object with ``__dlpack_device__`` or ``__cuda_array_interface__``, as interop accepts),
+    or None for anything else (the op's checks then refuse it)."""
     dev = getattr(x, "device", None)
     if isinstance(dev, int):  # interop.Tensor
         return dev
     if getattr(dev, "type", None) == "cuda" and dev.index is not None:  # torch.device
         return int(dev.index)
     idx = getattr(dev, "id", None)  # cupy.cuda.Device
-    return idx if isinstance(idx, int) else None
+    if isinstance(idx, int):
+        return idx
+    if hasattr(x, "__dlpack_device__"):  # (device type, id); 2 is kDLCUDA
+        kind, idx = x.__dlpack_device__()
+        return int(idx) if int(kind) == 2 else None
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None and cai.get("data", (0,))[0]:  # the device that owns the pointer
+        import cupy
+
+        try:
+            return int(cupy.cuda.runtime.pointerGetAttributes(cai["data"][0]).device)
+        except cupy.cuda.runtime.CUDARuntimeError:
+            return None
+    return None
 
 
 def device_scope(dev: int):
