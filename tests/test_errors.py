@@ -945,6 +945,44 @@ def test_operand_device():
     assert arch.operand_device(1.0) is None
 
 
+def test_untyped_cuda_array_interface_is_refused():
+    """The interface's typestr has no bfloat16 or float8 code: such an array says ``<V2`` (raw
+    bytes) and CuPy would import it as untyped bytes. Refused before any device work, naming the
+    argument, what came and the ways that carry the dtype."""
+    from types import SimpleNamespace as NS
+
+    cai = {"shape": (4, 8), "typestr": "<V2", "data": (0x7F0000, False), "version": 3}
+    with pytest.raises(TypeError) as e:
+        interop.as_tensor(NS(__cuda_array_interface__=cai), "x")
+    msg = str(e.value)
+    assert msg.startswith("x:") and "'<V2'" in msg and "bfloat16" in msg and "__dlpack__" in msg
+
+
+def test_foreign_import_refusals_are_readable(monkeypatch):
+    """A DLPack object CuPy cannot import (an older CuPy and a bfloat16 producer, say) and an
+    untyped interface on an object that also speaks DLPack (DLPack is tried, as it names
+    bfloat16): CuPy's refusal comes back as a TypeError naming the argument and the route."""
+    from types import SimpleNamespace as NS
+
+    import cupy
+
+    tried = []
+
+    def refuse(x, *a, **k):
+        tried.append(x)
+        raise NotImplementedError("CuPy does not support bfloat16 yet")
+
+    monkeypatch.setattr(cupy, "from_dlpack", refuse)
+    dl = NS(__dlpack__=lambda **k: None, __dlpack_device__=lambda: (2, 0))
+    with pytest.raises(TypeError, match=r"^w: .*through DLPack.*does not support bfloat16"):
+        interop.as_tensor(dl, "w")
+    cai = {"shape": (4,), "typestr": "<V2", "data": (0x7F0000, False), "version": 3}
+    both = NS(__cuda_array_interface__=cai, __dlpack__=dl.__dlpack__)
+    with pytest.raises(TypeError, match=r"^w: .*through DLPack"):
+        interop.as_tensor(both, "w")
+    assert tried == [dl, both]
+
+
 def test_operand_device_cuda_array_interface(monkeypatch):
     """A bare ``__cuda_array_interface__`` object names no device: the pointer's owner is asked
     (cudaPointerGetAttributes, stubbed here: this machine may have no driver); a null pointer

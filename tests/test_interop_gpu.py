@@ -125,3 +125,84 @@ def test_errors_name_argument_expected_and_got(rng):
         call(0, d["x"], eps=0.0)
     with pytest.raises(ValueError, match=r"q: expected shape \[129, 5376\]"):
         call(0, d["x"], out_format="fp8", q=cupy.empty((129, 5375), np.uint8))
+
+
+class _DLPackOnly:
+    """An operand that speaks DLPack alone (no ``.device``, no ``__cuda_array_interface__``), as
+    JAX arrays and other producers do."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kw):
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+class _CAIOnly:
+    """An operand that speaks ``__cuda_array_interface__`` alone (Numba device arrays, say)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    @property
+    def __cuda_array_interface__(self):
+        return self._a.__cuda_array_interface__
+
+
+def test_bare_dlpack_and_cuda_array_interface_operands(rng):
+    """Operands as bare protocol objects. The bf16 ones come through DLPack from torch tensors
+    (DLPack names bfloat16; the array interface cannot), the index through
+    ``__cuda_array_interface__``, and the device guard reads ``x.__dlpack_device__()``. The
+    poisoned outputs must equal the CuPy-operand call's byte for byte (that call is the one the
+    prologue tests check against the float64 reference)."""
+    torch = pytest.importorskip("torch")
+    import cupy
+
+    from h3cupy.ops.prologue import norm_adaln
+    from h3cupy.testing import poison
+
+    h, d = _inputs(rng)
+    keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift")
+    outs = [(cupy.empty((129, 5376), np.uint8), cupy.empty((129,), np.float32)) for _ in "ab"]
+    poison(*outs[0], *outs[1])
+    q, scale = outs[0]
+    norm_adaln(*(d[k] for k in keys), d["adaln_index"], out_format="fp8", q=q, scale=scale)
+    t = {k: torch.from_dlpack(d[k].view(cupy.int16)).view(torch.bfloat16) for k in keys}
+    norm_adaln(
+        *(_DLPackOnly(t[k]) for k in keys),
+        _CAIOnly(d["adaln_index"]),
+        out_format="fp8",
+        q=outs[1][0],
+        scale=outs[1][1],
+    )
+    cupy.cuda.Device().synchronize()
+    for want, got in zip(*outs, strict=True):
+        assert np.array_equal(cupy.asnumpy(got.view(np.uint8)), cupy.asnumpy(want.view(np.uint8)))
+
+
+def test_cuda_array_interface_first_operand(rng):
+    """A bare ``__cuda_array_interface__`` first operand: the device guard asks the pointer's
+    owner (cudaPointerGetAttributes). An e4m3 GEMM with A, B and the scales as interface objects
+    must write what the CuPy-operand call writes, byte for byte (test_gemm_gpu checks that call
+    against the float64 reference)."""
+    import cupy
+
+    from h3cupy import formats
+    from h3cupy.ops.gemm import gemm_mma_sync
+    from h3cupy.testing import poison
+
+    a = formats.to_bf16(rng.normal(0, 0.5, (129, 512)).astype(np.float32))
+    w = formats.to_bf16(rng.normal(0, 0.01, (256, 512)).astype(np.float32))
+    (aq, as_), (wq, ws) = formats.fp8_quantize_per_token(a), formats.fp8_quantize_per_channel(w)
+    ops = [cupy.asarray(v) for v in (aq, wq, as_, ws)]
+    outs = [cupy.empty((129, 256), formats.BF16) for _ in "ab"]
+    poison(*outs)
+    gemm_mma_sync(ops[0], ops[1], fmt="e4m3", row_scale=ops[2], col_scale=ops[3], out=outs[0])
+    cai = [_CAIOnly(v) for v in ops]
+    gemm_mma_sync(cai[0], cai[1], fmt="e4m3", row_scale=cai[2], col_scale=cai[3], out=outs[1])
+    cupy.cuda.Device().synchronize()
+    got, want = (cupy.asnumpy(o.view(np.uint16)) for o in outs[::-1])
+    assert (got != 0xFFFF).all() and np.array_equal(got, want)

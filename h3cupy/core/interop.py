@@ -145,6 +145,33 @@ def _torch_to_cupy(t):
     return arr, fmt, t.device.index
 
 
+def _import_foreign(x: Any, name: str):
+    """A CuPy view of a device array that comes as a bare ``__cuda_array_interface__`` or DLPack
+    object. The interface's typestr has no code for bfloat16 or float8 (such arrays say ``<V2`` /
+    ``|V1``, raw bytes), so those go through DLPack when the object has it and are refused with
+    a readable error otherwise; a conversion CuPy refuses is reported the same way."""
+    import cupy
+
+    cai = getattr(x, "__cuda_array_interface__", None)
+    typestr = str(cai.get("typestr", "")) if isinstance(cai, dict) else ""
+    use_cai = cai is not None and not (typestr[1:2] == "V" and hasattr(x, "__dlpack__"))
+    if use_cai and typestr[1:2] == "V":
+        raise TypeError(
+            f"{name}: expected a __cuda_array_interface__ with a numeric typestr, got "
+            f"{typestr!r} (untyped bytes: the interface has no bfloat16 or float8 code); pass a "
+            f"torch tensor, a CuPy array (ml_dtypes.bfloat16 / float8_e4m3fn or uint8 codes), or "
+            f"an object with __dlpack__"
+        )
+    how = "__cuda_array_interface__" if use_cai else "DLPack"
+    try:
+        return cupy.asarray(x) if use_cai else cupy.from_dlpack(x)
+    except (TypeError, ValueError, NotImplementedError, BufferError) as exc:
+        raise TypeError(
+            f"{name}: expected a device array CuPy can import through {how}, got a "
+            f"{type(x).__name__} it refused ({exc}); pass a torch tensor or a CuPy array instead"
+        ) from exc
+
+
 def as_tensor(x: Any, name: str, *, fp8_as: str | None = None) -> Tensor:
     """Wrap a device array of any supported kind.
 
@@ -172,8 +199,7 @@ def as_tensor(x: Any, name: str, *, fp8_as: str | None = None) -> Tensor:
             f"NumPy host array; copy it to the GPU first (cupy.asarray({name}))"
         )
     elif hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__"):
-        arr = cupy.asarray(x) if hasattr(x, "__cuda_array_interface__") else cupy.from_dlpack(x)
-        return as_tensor(arr, name, fp8_as=fp8_as)
+        return as_tensor(_import_foreign(x, name), name, fp8_as=fp8_as)
     else:
         raise TypeError(
             f"{name}: expected a CUDA device array (cupy.ndarray, torch CUDA tensor, or an object "
