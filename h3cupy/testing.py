@@ -664,6 +664,18 @@ def assert_passed(results: list[Check]) -> None:
     assert not bad, "\n".join(bad)
 
 
+def assert_gemm_close(got, ref) -> None:
+    """A GEMM output against a float64 host GEMM of the same operands (issue #3's bounds):
+    relative Frobenius error <= 3e-3 and no element off by more than 1e-2 * max|ref| (the output
+    is rounded to bf16, whose half-ulp is 2^-9 relative; fp32 accumulation over K <= 14336 adds
+    far less). A non-finite element (the poison left unwritten, or an overflow) fails."""
+    got = np.asarray(got, dtype=np.float64)
+    assert np.all(np.isfinite(got)), "non-finite output (unwritten or overflow)"
+    rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    worst = np.max(np.abs(got - ref)) / np.max(np.abs(ref))
+    assert rel <= 3e-3 and worst <= 1e-2, (rel, worst)
+
+
 def assert_fp8_nan_rows(got_q, got_s, rows_in, nan_rows) -> None:
     """Per-row FP8 of ``rows_in`` (bf16 rows, some holding a NaN) as formats.py's per-token /
     per-channel quantizer gives it: rows ``nan_rows`` get a NaN scale and every code a NaN code

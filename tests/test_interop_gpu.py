@@ -155,54 +155,75 @@ class _CAIOnly:
 def test_bare_dlpack_and_cuda_array_interface_operands(rng):
     """Operands as bare protocol objects. The bf16 ones come through DLPack from torch tensors
     (DLPack names bfloat16; the array interface cannot), the index through
-    ``__cuda_array_interface__``, and the device guard reads ``x.__dlpack_device__()``. The
-    poisoned outputs must equal the CuPy-operand call's byte for byte (that call is the one the
-    prologue tests check against the float64 reference)."""
+    ``__cuda_array_interface__``, and the device guard reads ``x.__dlpack_device__()``.
+    Checked as test_prologue_gpu checks the op (SPEC section 8): the FP8 codes and scales
+    bit-exact to formats.py applied to the kernel's own bf16 activation, written in the same call;
+    and every poisoned output byte-equal to the CuPy-operand call's (which test_prologue_gpu
+    checks against the float64 reference)."""
     torch = pytest.importorskip("torch")
     import cupy
 
+    from h3cupy import formats
     from h3cupy.ops.prologue import norm_adaln
-    from h3cupy.testing import poison
+    from h3cupy.testing import download, poison
 
     h, d = _inputs(rng)
     keys = ("x", "x_norm_weight", "adaln_scale", "adaln_shift")
-    outs = [(cupy.empty((129, 5376), np.uint8), cupy.empty((129,), np.float32)) for _ in "ab"]
+    shapes = (((129, 5376), formats.BF16), ((129, 5376), np.uint8), ((129,), np.float32))
+    outs = [tuple(cupy.empty(sh, dt) for sh, dt in shapes) for _ in "ab"]  # a, q, scale
     poison(*outs[0], *outs[1])
-    q, scale = outs[0]
-    norm_adaln(*(d[k] for k in keys), d["adaln_index"], out_format="fp8", q=q, scale=scale)
+    a, q, scale = outs[0]
+    norm_adaln(*(d[k] for k in keys), d["adaln_index"], out_format="fp8", a=a, q=q, scale=scale)
     t = {k: torch.from_dlpack(d[k].view(cupy.int16)).view(torch.bfloat16) for k in keys}
+    a, q, scale = outs[1]
     norm_adaln(
         *(_DLPackOnly(t[k]) for k in keys),
         _CAIOnly(d["adaln_index"]),
         out_format="fp8",
-        q=outs[1][0],
-        scale=outs[1][1],
+        a=a,
+        q=q,
+        scale=scale,
     )
     cupy.cuda.Device().synchronize()
+    got_a = download(a).astype(np.float32)
+    assert np.isfinite(got_a).all(), "the activation was not written (poison left)"
+    want_q, want_s = formats.fp8_quantize_per_token(got_a)
+    assert np.array_equal(download(q), want_q)
+    assert np.array_equal(download(scale).view(np.uint32), want_s.view(np.uint32))
     for want, got in zip(*outs, strict=True):
         assert np.array_equal(cupy.asnumpy(got.view(np.uint8)), cupy.asnumpy(want.view(np.uint8)))
 
 
 def test_cuda_array_interface_first_operand(rng):
     """A bare ``__cuda_array_interface__`` first operand: the device guard asks the pointer's
-    owner (cudaPointerGetAttributes). An e4m3 GEMM with A, B and the scales as interface objects
-    must write what the CuPy-operand call writes, byte for byte (test_gemm_gpu checks that call
-    against the float64 reference)."""
+    owner (cudaPointerGetAttributes). An e4m3 GEMM with A, B and the scales as interface objects,
+    against a float64 host GEMM of the same quantized operands (issue #3's bounds,
+    testing.assert_gemm_close), and byte-equal to the CuPy-operand call."""
     import cupy
 
     from h3cupy import formats
     from h3cupy.ops.gemm import gemm_mma_sync
-    from h3cupy.testing import poison
+    from h3cupy.testing import assert_gemm_close, download, poisoned_bf16_run
 
     a = formats.to_bf16(rng.normal(0, 0.5, (129, 512)).astype(np.float32))
     w = formats.to_bf16(rng.normal(0, 0.01, (256, 512)).astype(np.float32))
     (aq, as_), (wq, ws) = formats.fp8_quantize_per_token(a), formats.fp8_quantize_per_channel(w)
     ops = [cupy.asarray(v) for v in (aq, wq, as_, ws)]
-    outs = [cupy.empty((129, 256), formats.BF16) for _ in "ab"]
-    poison(*outs)
-    gemm_mma_sync(ops[0], ops[1], fmt="e4m3", row_scale=ops[2], col_scale=ops[3], out=outs[0])
     cai = [_CAIOnly(v) for v in ops]
-    gemm_mma_sync(cai[0], cai[1], fmt="e4m3", row_scale=cai[2], col_scale=cai[3], out=outs[1])
-    cupy.cuda.Device().synchronize()
-    got, want = (cupy.asnumpy(o.view(np.uint16)) for o in outs[::-1])
-    assert (got != 0xFFFF).all() and np.array_equal(got, want)
+    outs = [cupy.empty((129, 256), formats.BF16) for _ in "ab"]
+
+    def call(args, out):
+        return lambda: gemm_mma_sync(
+            args[0], args[1], fmt="e4m3", row_scale=args[2], col_scale=args[3], out=out
+        )
+
+    (want,), _ = poisoned_bf16_run(call(ops, outs[0]), [outs[0]])
+    (got,), written = poisoned_bf16_run(call(cai, outs[1]), [outs[1]])
+    assert written, "the interface-operand call left poison in its output"
+    ref = (
+        (formats.e4m3_decode(aq).astype(np.float64) @ formats.e4m3_decode(wq).astype(np.float64).T)
+        * as_[:, None]
+        * ws[None, :]
+    )
+    assert_gemm_close(download(outs[1]).astype(np.float32), ref)
+    assert np.array_equal(got, want)
