@@ -154,8 +154,9 @@ def _import_foreign(x: Any, name: str):
 
     cai = getattr(x, "__cuda_array_interface__", None)
     typestr = str(cai.get("typestr", "")) if isinstance(cai, dict) else ""
-    use_cai = cai is not None and not (typestr[1:2] == "V" and hasattr(x, "__dlpack__"))
-    if use_cai and typestr[1:2] == "V":
+    untyped = typestr[1:2] == "V"
+    use_cai = cai is not None and not (untyped and hasattr(x, "__dlpack__"))
+    if use_cai and untyped:
         raise TypeError(
             f"{name}: expected a __cuda_array_interface__ with a numeric typestr, got "
             f"{typestr!r} (untyped bytes: the interface has no bfloat16 or float8 code); pass a "
