@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-import h3cupy  # noqa: F401  (registers every ModuleSpec)
-import h3cupy.ops.codec  # noqa: F401
-import h3cupy.ops.gemm  # noqa: F401  (also registers the GEMM modules)
-import h3cupy.ops.mlp  # noqa: F401
-import h3cupy.ops.out_proj  # noqa: F401
-import h3cupy.ops.pre_attention  # noqa: F401
-import h3cupy.ops.prologue  # noqa: F401
 from h3cupy.core import arch, jit
+from h3cupy.prebuild import load_all_specs
 
 # keyed by file, and by file[defines] for a second build of a file with extra defines
 SPECS = {
     spec.file + (f"[{','.join(spec.defines)}]" if spec.defines else ""): spec
-    for spec in jit.REGISTRY
+    for spec in load_all_specs()
 }
 
 

@@ -186,13 +186,23 @@ def _cache_key(spec: ModuleSpec, target: str) -> str:
     return h.hexdigest()[:32]
 
 
+def cache_paths(spec: ModuleSpec, target: str) -> tuple[Path, Path]:
+    """Where ``build`` keeps one module's cubin and its JSON (lowered names, NVRTC log)."""
+    stem = f"{Path(spec.file).stem}_{target}_{_cache_key(spec, target)}"
+    d = cache_dir()
+    return d / f"{stem}.cubin", d / f"{stem}.json"
+
+
+def is_cached(spec: ModuleSpec, target: str) -> bool:
+    """Whether ``build`` would load this module from the disk cache instead of compiling it."""
+    return all(p.is_file() for p in cache_paths(spec, target))
+
+
 def build(spec: ModuleSpec, target: str) -> tuple[Path, dict[str, str]]:
     """Compile (or find in the disk cache) and return the cubin path and the lowered names."""
-    d = cache_dir()
-    key = _cache_key(spec, target)
-    stem = f"{Path(spec.file).stem}_{target}_{key}"
-    cubin_path, meta_path = d / f"{stem}.cubin", d / f"{stem}.json"
-    if cubin_path.is_file() and meta_path.is_file():
+    cubin_path, meta_path = cache_paths(spec, target)
+    d = cubin_path.parent
+    if is_cached(spec, target):
         return cubin_path, json.loads(meta_path.read_text())["lowered"]
     res = compile_module(spec, target)
     d.mkdir(parents=True, exist_ok=True)
