@@ -16,6 +16,7 @@ same way. Exit status 0 when every module is cached at the end.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import time
@@ -94,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if missing else 0
     failed = []
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(min(args.jobs, max(len(missing), 1))) as pool:
-        # (a ModuleSpec pickles without registering itself again: unpickling skips __init__)
+    # Spawned workers: a fork of a process that has threads (CuPy's, torch's) may deadlock.
+    # (A ModuleSpec pickles without registering itself again: unpickling skips __init__.)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(args.jobs, max(len(missing), 1)), mp_context=ctx) as pool:
         results = pool.map(_build_one, [(s, target) for s in missing])
         for spec, (secs, err) in zip(missing, results, strict=True):
             print(f"  {secs:6.1f} s  {_label(spec)}{'  FAILED' if err else ''}", flush=True)
