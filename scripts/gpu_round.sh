@@ -48,9 +48,9 @@
 # short, and for $OUT folders with more files than a call returns).
 #
 # The NVRTC disk cache lives in .h3cache/ (ignored by git). Fill it on the CPU machine with the
-# device's NVRTC (`python -m h3cupy.prebuild --arch sm_90a`, README) and carry it to the device; unless it was carried,
-# its tarball is written to $OUT so a later round can start warm (restore it with
-# `tar xf h3cache.tar`).
+# device's NVRTC (`python -m h3cupy.prebuild --arch sm_90a`, README) and carry it to the
+# device; unless it was carried, its tarball is written to $OUT so a later round can start warm
+# (restore it with `tar xf h3cache.tar`).
 set -u -o pipefail
 OUT=${OUT:-out}
 MODE=${1:-tests}

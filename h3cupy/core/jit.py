@@ -202,7 +202,7 @@ def build(spec: ModuleSpec, target: str) -> tuple[Path, dict[str, str]]:
     """Compile (or find in the disk cache) and return the cubin path and the lowered names."""
     cubin_path, meta_path = cache_paths(spec, target)
     d = cubin_path.parent
-    if is_cached(spec, target):
+    if cubin_path.is_file() and meta_path.is_file():  # (is_cached, without a second key)
         return cubin_path, json.loads(meta_path.read_text())["lowered"]
     res = compile_module(spec, target)
     d.mkdir(parents=True, exist_ok=True)
