@@ -1,6 +1,6 @@
 # ruff: noqa: UP045
 """h3cupy's operators as PyTorch custom ops, so that a model compiled with ``torch.compile``
-keeps them in its graph (no graph break) and CUDA-graph modes capture them.
+keeps them in its graph (no graph break), ``mode="reduce-overhead"`` (CUDA graphs) included.
 
     import h3cupy.torch_ops  # registers torch.ops.h3cupy.*; needs torch >= 2.4
 
@@ -9,6 +9,7 @@ keeps them in its graph (no graph break) and CUDA-graph modes capture them.
 Each op is the functional form of the h3cupy function of the same name (``minimax_h3_`` dropped):
 it takes the operands and scalars, allocates its outputs and workspaces with torch's caching
 allocator, and returns the outputs; the math, the checks and the errors are the function's.
+Inference only: there is no autograd formula.
 What the functional form leaves out, and how to get it:
 - caller-owned outputs and workspaces (``out=``, ``act_q=``, ``workspace_*=``): call the h3cupy
   function itself, as in eager code;
@@ -21,11 +22,10 @@ all that ``torch.compile`` traces; the kernels run when the compiled graph runs.
 """
 
 import inspect
-from typing import Optional  # (not `X | None`: torch < 2.5 cannot infer a schema from it)
+from typing import Optional  # (typing.Optional: read by torch.library's schema inference since 2.4)
 
 import torch
 
-from . import ops  # noqa: F401  (the operators below)
 from .ops.mlp import minimax_h3_mlp_fp8_sm120
 from .ops.out_proj import minimax_h3_fp8_out_proj, minimax_h3_nvfp4_out_proj
 from .ops.pre_attention import (

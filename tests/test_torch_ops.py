@@ -157,15 +157,28 @@ def _same_bits(name, got, want):
         assert torch.equal(g.view(torch.uint8), w.view(torch.uint8)), f"{name}: output {i} differs"
 
 
-def _eager_and_compiled(name, args, kwargs, want):
+def _eager_and_compiled(name, args, kwargs, want, graphs=False):
     """The op eagerly and under torch.compile(fullgraph=True), both equal to ``want`` bit for bit;
-    the eager result back."""
+    with ``graphs`` also under mode="reduce-overhead" (CUDA graphs: warm-up, capture, replays),
+    each call's result compared before the next one reuses its memory. The eager result back."""
     op = getattr(torch.ops.h3cupy, name)
     got = op(*args, **kwargs)
     _same_bits(f"{name} eager", got, want)
     torch._dynamo.reset()
     compiled = torch.compile(lambda *a: op(*a, **kwargs), fullgraph=True)
     _same_bits(f"{name} compiled", compiled(*args), want)
+    if graphs:
+        from torch._dynamo.utils import counters
+
+        torch._dynamo.reset()
+        counters.clear()
+        graphed = torch.compile(lambda *a: op(*a, **kwargs), fullgraph=True, mode="reduce-overhead")
+        for i in range(4):
+            res = graphed(*args)
+            torch.cuda.synchronize()
+            _same_bits(f"{name} reduce-overhead call {i}", res, want)
+        # inductor falls back to plain runs (and counts a skip) where it cannot use CUDA graphs
+        assert not counters["inductor"]["cudagraph_skips"], dict(counters["inductor"])
     return got
 
 
@@ -201,7 +214,7 @@ def test_bf16_pre_attention_op(rng, p):
     want = torch.empty((p, M, 56 // p, 3, 128), dtype=torch.bfloat16, device="cuda")
     _poison(want)
     h3cupy.minimax_h3_bf16_pre_attention(*args, ulysses_degree=p, out=want)
-    got = _eager_and_compiled("bf16_pre_attention", args, {"ulysses_degree": p}, want)
+    got = _eager_and_compiled("bf16_pre_attention", args, {"ulysses_degree": p}, want, graphs=True)
 
     rows = verify.sample_rows(M, 64, rng)
     ref = reference.minimax_h3_bf16_pre_attention(
@@ -311,7 +324,7 @@ def test_fp8_out_proj_op(rng):
     act_scale = torch.empty((M,), dtype=torch.float32, device="cuda")
     _poison(want, act_q, act_scale)
     h3cupy.minimax_h3_fp8_out_proj(*args, out=want, act_q=act_q, act_scale=act_scale)
-    got = _eager_and_compiled("fp8_out_proj", args, {}, want)
+    got = _eager_and_compiled("fp8_out_proj", args, {}, want, graphs=True)
 
     rows = np.union1d(verify.sample_rows(M, 64, rng), [0, M // 2, M - 1])
     ref = reference.minimax_h3_fp8_out_proj(
@@ -365,4 +378,4 @@ def test_nvfp4_and_mlp_ops_give_the_functions_bits(rng):
     want = torch.empty((M, 5376), dtype=torch.bfloat16, device="cuda")
     _poison(want)
     h3cupy.minimax_h3_mlp_fp8_sm120(*args, out=want)
-    _eager_and_compiled("mlp_fp8", args, {}, want)
+    _eager_and_compiled("mlp_fp8", args, {}, want, graphs=True)
