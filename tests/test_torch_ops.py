@@ -177,8 +177,12 @@ def _eager_and_compiled(name, args, kwargs, want, graphs=False):
             res = graphed(*args)
             torch.cuda.synchronize()
             _same_bits(f"{name} reduce-overhead call {i}", res, want)
-        # inductor falls back to plain runs (and counts a skip) where it cannot use CUDA graphs
-        assert not counters["inductor"]["cudagraph_skips"], dict(counters["inductor"])
+        # inductor falls back to plain runs (and counts a skip) where it cannot use CUDA graphs;
+        # a recorded graph counts its tensor inputs (6 on torch 2.11 for fp8_out_proj)
+        ctr = dict(counters["inductor"])
+        assert not ctr.get("cudagraph_skips") and ctr.get("cudagraph_recorded_non_static_inputs"), (
+            ctr
+        )
     return got
 
 
@@ -257,9 +261,9 @@ def test_fp8_pre_attention_op(rng, mode):
     wq, wsc = formats.fp8_quantize_per_channel(host["qkv_weight"])
     head = [torch_cuda(host[k]) for k in ("q_norm_weight", "k_norm_weight", "rope_cos_sin")]
     args = _prologue_args(host) + [torch_cuda(wq), torch_cuda(wsc)] + head
-    vals = {"e4m3": verify._PA_DESCALE, "nvfp4": verify._PA_GSCALE}.get(mode, ())
+    vals = {"e4m3": verify._PA_DESCALE, "nvfp4": verify._PA_GSCALE}.get(mode)
     kind = "descale" if mode == "e4m3" else "global_scale"
-    scal = {f"{n}_{kind}": float(np.float32(v)) for n, v in zip("qkv", vals, strict=True)}
+    scal = {f"{n}_{kind}": float(np.float32(v)) for n, v in zip("qkv", vals or (), strict=False)}
     kw = {k: torch.tensor([v], dtype=torch.float32, device="cuda") for k, v in scal.items()}
     act_q = torch.empty((M, 5376), dtype=torch.uint8, device="cuda")
     act_scale = torch.empty((M,), dtype=torch.float32, device="cuda")
