@@ -440,6 +440,28 @@ def fp8_pre_attention_runner(m: int, out_mode: str, rng: np.random.Generator):
     return host, wq, wsc, act_q, act_scale, run
 
 
+def fp8_pre_attention_reference(host, wq, wsc, rows, act_q, act_scale, out_mode, scal):
+    """The reference of ``minimax_h3_fp8_pre_attention`` on ``rows`` of ``host`` (identity
+    positions), consuming the kernel's own per-token FP8 activation (``act_q`` / ``act_scale``,
+    device arrays) as SPEC §8 prescribes; ``scal``: the out mode's scalars as floats."""
+    return reference.minimax_h3_fp8_pre_attention(
+        host["x"][rows],
+        host["x_norm_weight"],
+        host["adaln_scale"],
+        host["adaln_shift"],
+        host["adaln_index"][rows],
+        wq,
+        wsc,
+        host["q_norm_weight"],
+        host["k_norm_weight"],
+        host["rope_cos_sin"][rows],
+        out_mode=out_mode,
+        act_q=download(act_q)[rows],
+        act_scale=download(act_scale)[rows],
+        **scal,
+    )
+
+
 def check_pre_attention_fp8(
     m: int,
     out_mode: str,
@@ -461,24 +483,7 @@ def check_pre_attention_fp8(
 
     res = run()
     rows = np.union1d(sample_rows(m, max_ref_rows, rng), np.asarray(extra_rows, np.int64))
-    aq = download(act_q)[rows]
-    asc = download(act_scale)[rows]
-    ref = reference.minimax_h3_fp8_pre_attention(
-        host["x"][rows],
-        host["x_norm_weight"],
-        host["adaln_scale"],
-        host["adaln_shift"],
-        host["adaln_index"][rows],
-        wq,
-        wsc,
-        host["q_norm_weight"],
-        host["k_norm_weight"],
-        host["rope_cos_sin"][rows],
-        out_mode=out_mode,
-        act_q=aq,
-        act_scale=asc,
-        **scal,
-    )
+    ref = fp8_pre_attention_reference(host, wq, wsc, rows, act_q, act_scale, out_mode, scal)
     shape = f"M={m} out_mode={out_mode}"
     checks = _compare_qkv(
         "fp8_pre_attention", shape, res, ref, rows, out_mode, _PA_DESCALE, _PA_GSCALE

@@ -276,22 +276,7 @@ def test_fp8_pre_attention_op(rng, mode):
 
     # SPEC §8 FP8 ops: against the reference that consumes the kernel's own quantized activation
     rows = verify.sample_rows(M, 64, rng)
-    ref = reference.minimax_h3_fp8_pre_attention(
-        host["x"][rows],
-        host["x_norm_weight"],
-        host["adaln_scale"],
-        host["adaln_shift"],
-        host["adaln_index"][rows],
-        wq,
-        wsc,
-        host["q_norm_weight"],
-        host["k_norm_weight"],
-        host["rope_cos_sin"][rows],
-        out_mode=mode,
-        act_q=download(act_q)[rows],
-        act_scale=download(act_scale)[rows],
-        **scal,
-    )
+    ref = verify.fp8_pre_attention_reference(host, wq, wsc, rows, act_q, act_scale, mode, scal)
     assert_passed(
         verify._compare_qkv(
             "torch fp8_pre_attention",
