@@ -29,14 +29,13 @@ import torch
 from .ops.mlp import minimax_h3_mlp_fp8_sm120
 from .ops.out_proj import minimax_h3_fp8_out_proj, minimax_h3_nvfp4_out_proj
 from .ops.pre_attention import (
+    HEAD_DIM,
+    HEADS,
     minimax_h3_bf16_pre_attention,
     minimax_h3_fp8_pre_attention,
     minimax_h3_nvfp4_pre_attention,
 )
-
-D = 5376  # hidden size
-HEADS = 56
-HEAD_DIM = 128
+from .ops.prologue import D
 
 
 def _empty(like: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:

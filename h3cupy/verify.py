@@ -274,6 +274,34 @@ def pre_attention_bound(ref: np.ndarray) -> np.ndarray:
     return 1e-2 + 1e-2 * mag + 2 * formats.bf16_ulp(mag)
 
 
+def prologue_reference_args(host: dict, rows: np.ndarray) -> tuple:
+    """The prologue's five arguments of a reference call on ``rows`` of ``host`` (x and the
+    AdaLN index taken at those rows; the weight and the tables whole)."""
+    return (
+        host["x"][rows],
+        host["x_norm_weight"],
+        host["adaln_scale"],
+        host["adaln_shift"],
+        host["adaln_index"][rows],
+    )
+
+
+def bf16_pre_attention_reference(host: dict, rows: np.ndarray, positions=None) -> np.ndarray:
+    """The float64 reference of ``minimax_h3_bf16_pre_attention`` on ``rows`` of ``host``
+    (``reference.inputs.pre_attention_inputs``), unpacked: ``[rows, 56, 3, 128]``; ``positions``:
+    the RoPE cache row of every token (None: identity)."""
+    pos = rows if positions is None else np.asarray(positions)[rows]
+    return reference.minimax_h3_bf16_pre_attention(
+        *prologue_reference_args(host, rows),
+        host["qkv_weight"],
+        host["q_norm_weight"],
+        host["k_norm_weight"],
+        host["rope_cos_sin"],
+        ulysses_degree=1,
+        rope_positions=pos.astype(np.int64),
+    )[0]
+
+
 def check_pre_attention_bf16(
     m: int,
     ps: tuple[int, ...] = (1, 2, 4, 8),
@@ -307,19 +335,7 @@ def check_pre_attention_bf16(
     keys = ref_inputs.PRE_ATTENTION_KEYS
     dev = {k: upload(host[k]) for k in keys}
     rows = sample_rows(m, max_ref_rows, rng)
-    ref1 = reference.minimax_h3_bf16_pre_attention(
-        host["x"][rows],
-        host["x_norm_weight"],
-        host["adaln_scale"],
-        host["adaln_shift"],
-        host["adaln_index"][rows],
-        host["qkv_weight"],
-        host["q_norm_weight"],
-        host["k_norm_weight"],
-        host["rope_cos_sin"],
-        ulysses_degree=1,
-        rope_positions=(rows if pos is None else pos[rows]).astype(np.int64),
-    )[0]  # [rows, 56, 3, 128]
+    ref1 = bf16_pre_attention_reference(host, rows, pos)  # [rows, 56, 3, 128]
     idx = host["adaln_index"].astype(np.int64)
     invalid = np.nonzero((idx < 0) | (idx >= 9))[0]
     ws = cupy.empty((m, D), formats.BF16)
@@ -445,11 +461,7 @@ def fp8_pre_attention_reference(host, wq, wsc, rows, act_q, act_scale, out_mode,
     positions), consuming the kernel's own per-token FP8 activation (``act_q`` / ``act_scale``,
     device arrays) as SPEC §8 prescribes; ``scal``: the out mode's scalars as floats."""
     return reference.minimax_h3_fp8_pre_attention(
-        host["x"][rows],
-        host["x_norm_weight"],
-        host["adaln_scale"],
-        host["adaln_shift"],
-        host["adaln_index"][rows],
+        *prologue_reference_args(host, rows),
         wq,
         wsc,
         host["q_norm_weight"],
@@ -605,11 +617,7 @@ def check_pre_attention_nvfp4(
     res = run()
     rows = sample_rows(m, max_ref_rows, rng)
     ref = reference.minimax_h3_nvfp4_pre_attention(
-        host["x"][rows],
-        host["x_norm_weight"],
-        host["adaln_scale"],
-        host["adaln_shift"],
-        host["adaln_index"][rows],
+        *prologue_reference_args(host, rows),
         wq,
         wsf,
         float(gw),
@@ -853,6 +861,22 @@ def _gated_checks(op, shape, got, ref, rows, idx, residual) -> list[Check]:
     return checks
 
 
+def fp8_out_proj_reference(host, wq, wsc, rows, act_q, act_scale) -> np.ndarray:
+    """The float64 reference of ``minimax_h3_fp8_out_proj`` on ``rows`` of ``host``
+    (``reference.inputs.out_proj_inputs``, its ``gate_index`` as planted), on the per-token FP8
+    codes and scales ``act_q`` / ``act_scale`` (host arrays of every row)."""
+    return reference.minimax_h3_fp8_out_proj(
+        host["attn_out"][rows],
+        wq,
+        wsc,
+        host["gate"],
+        host["gate_index"][rows],
+        host["residual"][rows],
+        act_q=act_q[rows],
+        act_scale=act_scale[rows],
+    ).astype(np.float64)
+
+
 def check_out_proj_fp8(
     m: int,
     rng: np.random.Generator | None = None,
@@ -918,16 +942,7 @@ def check_out_proj_fp8(
     ]
     got = download(out)  # bf16: the invalid rows are compared by bytes
     rows = np.union1d(sample_rows(m, max_ref_rows, rng), [m // 2])  # m // 2: a planted row
-    ref = reference.minimax_h3_fp8_out_proj(
-        host["attn_out"][rows],
-        wq,
-        wsc,
-        host["gate"],
-        idx[rows],
-        residual_host[rows],
-        act_q=want_q[rows],
-        act_scale=want_s[rows],
-    ).astype(np.float64)
+    ref = fp8_out_proj_reference(host, wq, wsc, rows, want_q, want_s)
     checks += _gated_checks("fp8_out_proj", shape, got, ref, rows, idx, residual_host)
     if graph and not alias:  # an aliased out changes the next run's input
         # the single-launch form's counters and the tail split's as a workspace: nothing is
