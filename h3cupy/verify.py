@@ -557,6 +557,28 @@ def _compare_qkv(op, shape, res, ref, rows, out_mode, descale, gscale) -> list[C
     return checks
 
 
+def nvfp4_pre_attention_reference(host, wq, wsf, gw, ga, rows, act_q, act_sf, out_mode, scal):
+    """The reference of ``minimax_h3_nvfp4_pre_attention`` on ``rows`` of ``host`` (identity
+    positions), consuming the kernel's own NVFP4 activation (``act_q`` / ``act_sf``, device arrays
+    of every row) as SPEC §8 prescribes; ``wq`` / ``wsf``: the weight's packed codes and swizzled
+    scales on the host, ``gw`` / ``ga``: the weight and activation global scales (floats);
+    ``scal``: the out mode's scalars as floats."""
+    return reference.minimax_h3_nvfp4_pre_attention(
+        *prologue_reference_args(host, rows),
+        wq,
+        wsf,
+        float(gw),
+        float(ga),
+        host["q_norm_weight"],
+        host["k_norm_weight"],
+        host["rope_cos_sin"][rows],
+        out_mode=out_mode,
+        act_q=download(act_q)[rows],
+        act_sf=download(act_sf)[rows],
+        **scal,
+    )
+
+
 def check_pre_attention_nvfp4(
     m: int,
     out_mode: str,
@@ -616,20 +638,7 @@ def check_pre_attention_nvfp4(
 
     res = run()
     rows = sample_rows(m, max_ref_rows, rng)
-    ref = reference.minimax_h3_nvfp4_pre_attention(
-        *prologue_reference_args(host, rows),
-        wq,
-        wsf,
-        float(gw),
-        float(ga),
-        host["q_norm_weight"],
-        host["k_norm_weight"],
-        host["rope_cos_sin"][rows],
-        out_mode=out_mode,
-        act_q=download(act_q)[rows],
-        act_sf=download(act_sf)[rows],
-        **scal,
-    )
+    ref = nvfp4_pre_attention_reference(host, wq, wsf, gw, ga, rows, act_q, act_sf, out_mode, scal)
     checks = _compare_qkv(
         "nvfp4_pre_attention",
         f"M={m} out_mode={out_mode}",
@@ -719,6 +728,40 @@ def mlp_fp8_operands(m: int, rng: np.random.Generator, index_dtype=np.int64):
     return host, weights, dev, [cupy.asarray(w) for w in weights]
 
 
+def mlp_fp8_reference(host, weights, rows, a_q, a_scale, y_q, y_scale):
+    """The reference of ``minimax_h3_mlp_fp8_sm120`` on ``rows`` of ``host``
+    (``reference.inputs.mlp_inputs``; ``weights``: the host ``(w1q, w1s, w2q, w2s)``), consuming
+    the kernel's own quantized intermediates of those rows (``a_q`` / ``a_scale``, ``y_q`` /
+    ``y_scale``, host arrays) as SPEC §8 prescribes; its ``.y`` and ``.out``."""
+    return reference.minimax_h3_mlp_fp8_sm120(
+        host["x"][rows],
+        host["x_norm_weight"],
+        host["adaln_scale"],
+        host["adaln_shift"],
+        host["adaln_index"][rows],
+        host["gate"],
+        host["residual"][rows],
+        *weights,
+        a_q=a_q,
+        a_scale=a_scale,
+        y_q=y_q,
+        y_scale=y_scale,
+    )
+
+
+def mlp_close(op, shape, what, got, want, res=None) -> Check:
+    """SPEC §8's MLP bound: ``|got - want| <= 1e-2 + 1.6e-2*mag + 2*ulp_bf16(mag)`` with at most
+    max(4, 2e-7*numel) violations; ``mag = |want|``, or with ``res`` (the residual of a gated
+    output) ``max(|want|, |want - res|)``, since the gated product can cancel the residual."""
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    mag = np.abs(want) if res is None else np.maximum(np.abs(want), np.abs(want - res))
+    bound = 1e-2 + 1.6e-2 * mag + 2 * formats.bf16_ulp(mag)
+    bad = int(np.count_nonzero(~(np.abs(got - want) <= bound)))
+    allowed = max(4, int(2e-7 * want.size))
+    return Check(op, shape, f"{what} violations", bad, allowed, bad <= allowed)
+
+
 def check_mlp_fp8(
     m: int,
     rng: np.random.Generator | None = None,
@@ -791,37 +834,11 @@ def check_mlp_fp8(
     ]
     aq = _download_rows(ws["workspace_a_q"], rows)
     asc = _download_rows(ws["workspace_a_scale"], rows)
-    ref = reference.minimax_h3_mlp_fp8_sm120(
-        host["x"][rows],
-        host["x_norm_weight"],
-        host["adaln_scale"],
-        host["adaln_shift"],
-        host["adaln_index"][rows],
-        host["gate"],
-        host["residual"][rows],
-        w1q,
-        w1s,
-        w2q,
-        w2s,
-        a_q=aq,
-        a_scale=asc,
-        y_q=yq[pos],
-        y_scale=ys[pos],
-    )
-
-    def mlp_close(what, got, want, res=None):
-        got = np.asarray(got, np.float64)
-        want = np.asarray(want, np.float64)
-        mag = np.abs(want) if res is None else np.maximum(np.abs(want), np.abs(want - res))
-        bound = 1e-2 + 1.6e-2 * mag + 2 * formats.bf16_ulp(mag)
-        bad = int(np.count_nonzero(~(np.abs(got - want) <= bound)))
-        allowed = max(4, int(2e-7 * want.size))
-        return Check("mlp_fp8", shape, f"{what} violations", bad, allowed, bad <= allowed)
-
-    checks.append(mlp_close("y", y[pos].astype(np.float32), ref.y))
+    ref = mlp_fp8_reference(host, (w1q, w1s, w2q, w2s), rows, aq, asc, yq[pos], ys[pos])
+    checks.append(mlp_close("mlp_fp8", shape, "y", y[pos].astype(np.float32), ref.y))
     res = host["residual"][rows].astype(np.float64)
     got_rows = _download_rows(out, rows).astype(np.float32)
-    checks.append(mlp_close("out", got_rows, ref.out, res))
+    checks.append(mlp_close("mlp_fp8", shape, "out", got_rows, ref.out, res))
     idx = host["adaln_index"].astype(np.int64)
     invalid = np.nonzero((idx < 0) | (idx >= 9))[0]
     if invalid.size:
@@ -958,6 +975,25 @@ def check_out_proj_fp8(
     return checks
 
 
+def nvfp4_out_proj_reference(host, wq, wsf, gw, ga, rows, act_q, act_sf) -> np.ndarray:
+    """The float64 reference of ``minimax_h3_nvfp4_out_proj`` on ``rows`` of ``host``
+    (``reference.inputs.out_proj_inputs``, its ``gate_index`` as planted), on the NVFP4 codes and
+    scales ``act_q`` / ``act_sf`` (host arrays of every row); ``wq`` / ``wsf``: the weight's packed
+    codes and swizzled scales on the host, ``gw`` / ``ga``: the global scales (floats)."""
+    return reference.minimax_h3_nvfp4_out_proj(
+        host["attn_out"][rows],
+        wq,
+        wsf,
+        float(gw),
+        float(ga),
+        host["gate"],
+        host["gate_index"][rows],
+        host["residual"][rows],
+        act_q=act_q[rows],
+        act_sf=act_sf[rows],
+    ).astype(np.float64)
+
+
 def check_out_proj_nvfp4(
     m: int, rng: np.random.Generator | None = None, *, max_ref_rows: int = 128, graph: bool = False
 ) -> list[Check]:
@@ -1016,18 +1052,7 @@ def check_out_proj_nvfp4(
         exact("nvfp4_out_proj", shape, "act_sf", download(act_sf), want_sf),
     ]
     rows = sample_rows(m, max_ref_rows, rng)
-    ref = reference.minimax_h3_nvfp4_out_proj(
-        host["attn_out"][rows],
-        wq,
-        wsf,
-        float(gw),
-        float(ga),
-        host["gate"],
-        idx[rows],
-        host["residual"][rows],
-        act_q=want_q[rows],
-        act_sf=want_sf[rows],
-    ).astype(np.float64)
+    ref = nvfp4_out_proj_reference(host, wq, wsf, gw, ga, rows, want_q, want_sf)
     got = download(out)
     checks += _gated_checks("nvfp4_out_proj", shape, got, ref, rows, idx, host["residual"])
     if graph:

@@ -6,11 +6,9 @@ operands and scalars, and its fake implementation gives the documented output sh
 
 GPU: each op, called eagerly and inside ``torch.compile(fullgraph=True)`` (a graph break would
 fail the compile), gives the bits of the h3cupy function on the same tensors with caller-owned
-outputs poisoned before the launch. The BF16 and FP8 pre-attention ops and the FP8 out_proj are
-also checked against the NumPy references with the SPEC §8 bounds that their own tests use
-(``h3cupy.verify``); the NVFP4 ops and the MLP are checked for those bits only, the function's
-results on the same kernels being reference-checked in test_pre_attention_gpu, test_out_proj_gpu
-and test_mlp_gpu.
+outputs poisoned before the launch; and each op's result is checked against the NumPy reference
+with the SPEC §8 bound its own tests use (``h3cupy.verify``), on the kernel's own quantized
+activations where SPEC §8 says so.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ torch = pytest.importorskip("torch")
 
 import h3cupy  # noqa: E402
 import h3cupy.torch_ops as tops  # noqa: E402
-from h3cupy import formats, verify  # noqa: E402
+from h3cupy import formats, reference, verify  # noqa: E402
 from h3cupy.reference import inputs  # noqa: E402
 from h3cupy.testing import assert_passed, download, torch_cuda  # noqa: E402
 
@@ -314,37 +312,131 @@ def test_fp8_out_proj_op(rng):
     )
 
 
+def _act_global_scale(a: np.ndarray) -> float:
+    """The NVFP4 activation global scale ``448*6 / amax`` of a host activation (SPEC §1)."""
+    return float(formats.nvfp4_global_scale_from_amax(np.abs(a.astype(np.float32)).max()))
+
+
 @pytest.mark.gpu
-def test_nvfp4_and_mlp_ops_give_the_functions_bits(rng):
+def test_nvfp4_pre_attention_op(rng):
     from h3cupy.testing import need_sm90a
 
-    need_sm90a("the NVFP4 ops and the MLP")
-    g_act = torch.tensor([448.0 * 6 / 8.0], dtype=torch.float32, device="cuda")
-
+    need_sm90a("the NVFP4 pre-attention op")
     host = inputs.pre_attention_inputs(M, rows=9, rng=rng)
+    ga = _act_global_scale(reference.prologue(*verify.prologue_reference_args(host, np.arange(M))))
+    g_act = torch.tensor([ga], dtype=torch.float32, device="cuda")
     wq, wsf, wg = h3cupy.quantize_minimax_h3_qkv_weight_nvfp4(torch_cuda(host["qkv_weight"]))
     head = [torch_cuda(host[k]) for k in ("q_norm_weight", "k_norm_weight", "rope_cos_sin")]
     args = _prologue_args(host) + [wq, wsf, wg, g_act] + head
     q, k, v = (torch.empty((M, 56, 128), dtype=torch.bfloat16, device="cuda") for _ in range(3))
-    _poison(q, k, v)
-    h3cupy.minimax_h3_nvfp4_pre_attention(*args, q=q, k=k, v=v)
-    _eager_and_compiled("nvfp4_pre_attention", args, {}, [q, k, v])
+    act_q = torch.empty((M, 2688), dtype=torch.uint8, device="cuda")
+    act_sf = torch.empty((M, 336), dtype=torch.uint8, device="cuda")
+    _poison(q, k, v, act_q, act_sf)
+    h3cupy.minimax_h3_nvfp4_pre_attention(*args, q=q, k=k, v=v, act_q=act_q, act_sf=act_sf)
+    got = _eager_and_compiled("nvfp4_pre_attention", args, {}, [q, k, v])
 
+    # SPEC §8 NVFP4 ops: against the reference that consumes the kernel's own NVFP4 activation
+    # and weight codes (the weight quantizer is checked against formats.py in verify)
+    rows = verify.sample_rows(M, 64, rng)
+    gw = float(download(wg)[0])
+    ref = verify.nvfp4_pre_attention_reference(
+        host, download(wq), download(wsf), gw, ga, rows, act_q, act_sf, "bf16", {}
+    )
+    assert_passed(
+        verify._compare_qkv(
+            "torch nvfp4_pre_attention",
+            f"M={M} bf16",
+            got,
+            ref,
+            rows,
+            "bf16",
+            verify._PA_DESCALE,
+            verify._PA_GSCALE,
+        )
+    )
+
+
+@pytest.mark.gpu
+def test_nvfp4_out_proj_op(rng):
+    from h3cupy.testing import need_sm90a
+
+    need_sm90a("the NVFP4 out_proj op")
     host = inputs.out_proj_inputs(M, rows=9, rng=rng)
+    idx = host["gate_index"]
+    for pos, val in ((0, -1), (M // 2, 9), (M - 1, 2**31 - 1)):  # guard rows: out = residual
+        idx[pos] = val
+    ga = _act_global_scale(host["attn_out"])
+    g_act = torch.tensor([ga], dtype=torch.float32, device="cuda")
     oq, osf, og = h3cupy.quantize_minimax_h3_o_weight_nvfp4(torch_cuda(host["o_weight"]))
     args = [torch_cuda(host["attn_out"]), oq, osf, og, g_act, _gate_chunk(host["gate"])]
-    args += [torch_cuda(host["gate_index"]), torch_cuda(host["residual"])]
+    args += [torch_cuda(idx), torch_cuda(host["residual"])]
     want = torch.empty((M, 5376), dtype=torch.bfloat16, device="cuda")
-    _poison(want)
-    h3cupy.minimax_h3_nvfp4_out_proj(*args, out=want)
-    _eager_and_compiled("nvfp4_out_proj", args, {}, want)
+    act_q = torch.empty((M, 3584), dtype=torch.uint8, device="cuda")
+    act_sf = torch.empty((M, 448), dtype=torch.uint8, device="cuda")
+    _poison(want, act_q, act_sf)
+    h3cupy.minimax_h3_nvfp4_out_proj(*args, out=want, act_q=act_q, act_sf=act_sf)
+    got = _eager_and_compiled("nvfp4_out_proj", args, {}, want)
 
-    host = inputs.mlp_inputs(M, rows=9, rng=rng)
+    # the in-launch quantization bit-exact to formats.py; out on those codes (SPEC §8 NVFP4 ops)
+    want_q, want_sf = formats.nvfp4_quantize(host["attn_out"], np.float32(ga))
+    np.testing.assert_array_equal(download(act_q), want_q)
+    np.testing.assert_array_equal(download(act_sf), want_sf)
+    rows = np.union1d(verify.sample_rows(M, 64, rng), [0, M // 2, M - 1])
+    gw = float(download(og)[0])
+    ref = verify.nvfp4_out_proj_reference(
+        host, download(oq), download(osf), gw, ga, rows, want_q, want_sf
+    )
+    # SPEC §8 gated residual bound; rows with an invalid index equal residual bit for bit
+    assert_passed(
+        verify._gated_checks(
+            "torch nvfp4_out_proj", f"M={M}", download(got), ref, rows, idx, host["residual"]
+        )
+    )
+
+
+@pytest.mark.gpu
+def test_mlp_op(rng):
+    from h3cupy.testing import need_sm90a
+
+    need_sm90a("the FP8 MLP op")
+    host = inputs.mlp_inputs(M, rows=9, index_dtype=np.int32, rng=rng)
     f1q, f1s = h3cupy.prepare_minimax_h3_fc1_weight_fp8(torch_cuda(host["fc1_weight"]))
     f2q, f2s = h3cupy.prepare_minimax_h3_fc2_weight_fp8(torch_cuda(host["fc2_weight"]))
     args = _prologue_args(host) + [_gate_chunk(host["gate"]), torch_cuda(host["residual"])]
     args += [f1q, f1s, f2q, f2s]
     want = torch.empty((M, 5376), dtype=torch.bfloat16, device="cuda")
-    _poison(want)
-    h3cupy.minimax_h3_mlp_fp8_sm120(*args, out=want)
-    _eager_and_compiled("mlp_fp8", args, {}, want, graphs=True)
+    ws = {
+        "workspace_a_q": torch.empty((M, 5376), dtype=torch.uint8, device="cuda"),
+        "workspace_a_scale": torch.empty((M,), dtype=torch.float32, device="cuda"),
+        "workspace_y": torch.empty((M, 14336), dtype=torch.bfloat16, device="cuda"),
+        "workspace_y_q": torch.empty((M, 14336), dtype=torch.uint8, device="cuda"),
+        "workspace_y_scale": torch.empty((M,), dtype=torch.float32, device="cuda"),
+    }
+    _poison(want, *ws.values())
+    h3cupy.minimax_h3_mlp_fp8_sm120(*args, out=want, **ws)
+    got = _eager_and_compiled("mlp_fp8", args, {}, want, graphs=True)
+
+    # y_q / y_scale bit-exact to the host per-token FP8 of the kernel's own y; y and out within
+    # SPEC §8's MLP bound of the reference consuming the kernel's own a_q / a_scale, y_q /
+    # y_scale and weight codes (the weight helpers are checked against formats.py in verify)
+    y, yq, ys = (download(ws[f"workspace_{n}"]) for n in ("y", "y_q", "y_scale"))
+    want_yq, want_ys = formats.fp8_quantize_per_token(y)
+    np.testing.assert_array_equal(yq, want_yq)
+    np.testing.assert_array_equal(ys, want_ys)
+    rows = verify.sample_rows(M, 64, rng)
+    aq, asc = download(ws["workspace_a_q"])[rows], download(ws["workspace_a_scale"])[rows]
+    weights = tuple(download(w) for w in (f1q, f1s, f2q, f2s))
+    ref = verify.mlp_fp8_reference(host, weights, rows, aq, asc, yq[rows], ys[rows])
+    shape = f"M={M}"
+    checks = [verify.mlp_close("torch mlp_fp8", shape, "y", y[rows].astype(np.float32), ref.y)]
+    res = host["residual"][rows].astype(np.float64)
+    out = download(got)
+    checks.append(
+        verify.mlp_close("torch mlp_fp8", shape, "out", out[rows].astype(np.float32), ref.out, res)
+    )
+    invalid = np.nonzero((host["adaln_index"] < 0) | (host["adaln_index"] >= 9))[0]
+    assert invalid.size  # the inputs plant invalid indices: out = residual there, bit for bit
+    np.testing.assert_array_equal(
+        out[invalid].view(np.uint16), host["residual"][invalid].view(np.uint16)
+    )
+    assert_passed(checks)
