@@ -82,7 +82,9 @@ def make_block(torch):
     return FP8Block
 
 
-def on_gpu(m: int) -> None:
+def build(m: int):
+    """The block on the GPU with the FP8 weights prepared by h3cupy's helpers, and its inputs in
+    the model's distributions for ``m`` tokens: ``(module, (x, modulation, index))``."""
     import torch
 
     import h3cupy
@@ -107,7 +109,13 @@ def on_gpu(m: int) -> None:
         **dict(qkv_q=qkv_q, qkv_s=qkv_s, o_q=o_q, o_s=o_s),
         **dict(fc1_q=fc1_q, fc1_s=fc1_s, fc2_q=fc2_q, fc2_s=fc2_s),
     )
-    args = tuple(torch_cuda(host[k]) for k in ("x", "modulation", "adaln_index"))
+    return module, tuple(torch_cuda(host[k]) for k in ("x", "modulation", "adaln_index"))
+
+
+def on_gpu(m: int) -> None:
+    import torch
+
+    module, args = build(m)
 
     def timed(fn, n=20):
         for _ in range(3):  # warm-up (and, for the compiled form, the CUDA graph's recording)
