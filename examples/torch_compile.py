@@ -106,8 +106,14 @@ def build(m: int):
         q_norm=torch_cuda(host["q_norm_weight"]),
         k_norm=torch_cuda(host["k_norm_weight"]),
         rope=torch_cuda(host["rope_cos_sin"]),
-        **dict(qkv_q=qkv_q, qkv_s=qkv_s, o_q=o_q, o_s=o_s),
-        **dict(fc1_q=fc1_q, fc1_s=fc1_s, fc2_q=fc2_q, fc2_s=fc2_s),
+        qkv_q=qkv_q,
+        qkv_s=qkv_s,
+        o_q=o_q,
+        o_s=o_s,
+        fc1_q=fc1_q,
+        fc1_s=fc1_s,
+        fc2_q=fc2_q,
+        fc2_s=fc2_s,
     )
     return module, tuple(torch_cuda(host[k]) for k in ("x", "modulation", "adaln_index"))
 
