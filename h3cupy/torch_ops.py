@@ -42,6 +42,11 @@ def _empty(like: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype) -> to
     return torch.empty(shape, dtype=dtype, device=like.device)
 
 
+# Each op's implementation below declares the function's own parameters (torch reads the schema
+# from the annotations; tests/test_torch_ops.py checks the names against the function's) and
+# passes them on by name with ``**locals()``, taken before any other local exists.
+
+
 def _register(name: str, impl, outputs):
     """Register ``impl`` as ``torch.ops.h3cupy.<name>`` (schema from its annotations) with a fake
     implementation that returns ``outputs(args)``: empty tensors of the outputs' shapes and
@@ -79,24 +84,8 @@ def _bf16_pre_attention(
 ) -> torch.Tensor:
     """:func:`h3cupy.minimax_h3_bf16_pre_attention`; returns ``out``, bf16
     ``[P, M, 56 // P, 3, 128]``."""
-    p = int(ulysses_degree)
-    out = _pack_fake({"x": x, "ulysses_degree": p})  # (a real tensor here: x is real)
-    return minimax_h3_bf16_pre_attention(
-        x,
-        x_norm_weight,
-        adaln_scale,
-        adaln_shift,
-        adaln_index,
-        qkv_weight,
-        q_norm_weight,
-        k_norm_weight,
-        rope_cos_sin,
-        ulysses_degree=p,
-        out=out,
-        eps=eps,
-        qk_eps=qk_eps,
-        rope_positions=rope_positions,
-    )
+    args = dict(locals(), ulysses_degree=int(ulysses_degree))  # the parameters, by name
+    return minimax_h3_bf16_pre_attention(**args, out=_pack_fake(args))
 
 
 # ---- FP8 and NVFP4 pre-attention (SPEC §4) -----------------------------------------------------
@@ -139,27 +128,7 @@ def _fp8_pre_attention(
     """:func:`h3cupy.minimax_h3_fp8_pre_attention`; returns ``[q, k, v]`` (bf16 or e4m3
     ``[M, 56, 128]``), or ``[q, k, v, q_sf, k_sf, v_sf]`` for ``"nvfp4"`` (uint8 ``[M, 56, 64]``
     codes and ``[M, 56, 8]`` linear ue4m3 scales)."""
-    res = minimax_h3_fp8_pre_attention(
-        x,
-        x_norm_weight,
-        adaln_scale,
-        adaln_shift,
-        adaln_index,
-        qkv_weight_q,
-        qkv_weight_scale,
-        q_norm_weight,
-        k_norm_weight,
-        rope_cos_sin,
-        eps=eps,
-        out_mode=out_mode,
-        q_descale=q_descale,
-        k_descale=k_descale,
-        v_descale=v_descale,
-        q_global_scale=q_global_scale,
-        k_global_scale=k_global_scale,
-        v_global_scale=v_global_scale,
-    )
-    return _qkv_list(res, out_mode)
+    return _qkv_list(minimax_h3_fp8_pre_attention(**locals()), out_mode)
 
 
 def _nvfp4_pre_attention(
@@ -186,30 +155,7 @@ def _nvfp4_pre_attention(
     v_global_scale: Optional[torch.Tensor] = None,
 ) -> list[torch.Tensor]:
     """:func:`h3cupy.minimax_h3_nvfp4_pre_attention`; returns as :func:`fp8_pre_attention`."""
-    res = minimax_h3_nvfp4_pre_attention(
-        x,
-        x_norm_weight,
-        adaln_scale,
-        adaln_shift,
-        adaln_index,
-        qkv_weight_q,
-        qkv_weight_sf,
-        qkv_weight_global_scale,
-        act_global_scale,
-        q_norm_weight,
-        k_norm_weight,
-        rope_cos_sin,
-        eps=eps,
-        out_mode=out_mode,
-        alpha=alpha,
-        q_descale=q_descale,
-        k_descale=k_descale,
-        v_descale=v_descale,
-        q_global_scale=q_global_scale,
-        k_global_scale=k_global_scale,
-        v_global_scale=v_global_scale,
-    )
-    return _qkv_list(res, out_mode)
+    return _qkv_list(minimax_h3_nvfp4_pre_attention(**locals()), out_mode)
 
 
 # ---- out_proj (SPEC §5) and the MLP (SPEC §6) ---------------------------------------------------
@@ -224,7 +170,7 @@ def _fp8_out_proj(
     residual: torch.Tensor,
 ) -> torch.Tensor:
     """:func:`h3cupy.minimax_h3_fp8_out_proj`; returns ``out``, bf16 ``[M, 5376]``."""
-    return minimax_h3_fp8_out_proj(attn_out, o_weight_q, o_weight_scale, gate, gate_index, residual)
+    return minimax_h3_fp8_out_proj(**locals())
 
 
 def _nvfp4_out_proj(
@@ -238,16 +184,7 @@ def _nvfp4_out_proj(
     residual: torch.Tensor,
 ) -> torch.Tensor:
     """:func:`h3cupy.minimax_h3_nvfp4_out_proj`; returns ``out``, bf16 ``[M, 5376]``."""
-    return minimax_h3_nvfp4_out_proj(
-        attn_out,
-        o_weight_q,
-        o_weight_sf,
-        o_weight_global_scale,
-        act_global_scale,
-        gate,
-        gate_index,
-        residual,
-    )
+    return minimax_h3_nvfp4_out_proj(**locals())
 
 
 def _mlp_fp8(
@@ -266,21 +203,7 @@ def _mlp_fp8(
     fp8_mma_form: int = -1,
 ) -> torch.Tensor:
     """:func:`h3cupy.minimax_h3_mlp_fp8_sm120`; returns ``out``, bf16 ``[M, 5376]``."""
-    return minimax_h3_mlp_fp8_sm120(
-        x,
-        x_norm_weight,
-        adaln_scale,
-        adaln_shift,
-        adaln_index,
-        gate,
-        residual,
-        fc1_weight_q,
-        fc1_weight_scale,
-        fc2_weight_q,
-        fc2_weight_scale,
-        eps=eps,
-        fp8_mma_form=fp8_mma_form,
-    )
+    return minimax_h3_mlp_fp8_sm120(**locals())
 
 
 def _pack_fake(a):
