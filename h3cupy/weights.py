@@ -146,17 +146,19 @@ def nvfp4_global_scale_from_amax(amax):
     """``448 * 6 / max(amax, 1e-12)`` as an fp32 ``[1]`` device array.
 
     Args:
-        amax: a finite Python float >= 0, or an fp32 ``[1]`` device array (read on the
+        amax: a finite Python float >= 0, or a one-element fp32 device array (read on the
             device, no sync).
     """
     if isinstance(amax, (int, float, np.floating)) and not isinstance(amax, bool):
-        if not np.isfinite(amax) or amax < 0:
-            raise ValueError(f"amax: expected a finite float >= 0, got {amax!r}")
+        with np.errstate(over="ignore"):
+            finite32 = np.isfinite(np.float32(amax))  # (the kernel reads it as fp32)
+        if not finite32 or amax < 0:
+            raise ValueError(f"amax: expected a finite float >= 0 (also in fp32), got {amax!r}")
         like = interop.Tensor(None, "float32", False, arch.current_device())
         at, host = None, float(amax)
     else:
         at = interop.as_tensor(amax, "amax")
-        checks.check_tensor(at, "amax", "float32", (1,), at.device, align=4)
+        checks.check_device_scalar(at, "amax", at.device)
         like, host = at, 0.0
     g = interop.empty((1,), "float32", like=like)
     launch(
@@ -196,8 +198,8 @@ def fp4_quantize(a, global_scale, sf_vec_size: int = 16, is_sf_swizzled_layout: 
 
     Args:
         a: bf16 ``[M, K]`` contiguous, K a multiple of 16.
-        global_scale: fp32 ``[1]`` device array or a positive finite Python float ``g``
-            (``448*6/amax``).
+        global_scale: one-element fp32 device array (``[1]``) or a positive finite Python
+            float ``g`` (``448*6/amax``).
         sf_vec_size: must be 16 (NVFP4).
         is_sf_swizzled_layout: scales in the 128x4 swizzled layout (flat uint8 of
             ``ceil(M/128)*128 * ceil(K/64)*4`` bytes) or linear ``[M, K/16]``.

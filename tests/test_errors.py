@@ -416,6 +416,8 @@ def _accepted(name: str, t: Tensor, how: str) -> bool:
         return True  # a stride means nothing for one element
     if how == "shape" and name == "workspace_flags":
         return True  # at least minimax_h3_*_flags(M) words: longer is fine
+    if how == "rank" and t.size == 1:
+        return True  # a device scalar: any one-element shape (SPEC §4: one-element arrays)
     return how == "rank" and name in SCALE_BYTES
 
 
@@ -507,9 +509,10 @@ def _table(f: Fakes, rows: int, *, stride: int = D, col: int = 1, width: int = D
 # (op, valid-call keywords, {argument: bad value or a function of the Fakes}, error, message)
 _BAD = [
     *[
-        (op, {}, {"eps": v}, ValueError, r"eps: expected a positive finite float, got")
+        (op, {}, {"eps": v}, ValueError, r"eps: expected a positive finite float .*, got")
         for op in ("bf16_pre_attention", "fp8_pre_attention", "nvfp4_pre_attention", "mlp_fp8")
-        for v in (0.0, -1e-5, float("nan"), float("inf"))
+        # 1e-50 is 0 and 1e39 is inf in fp32, the kernels' eps
+        for v in (0.0, -1e-5, float("nan"), float("inf"), 1e-50, 1e39)
     ],
     ("mlp_fp8", {}, {"eps": "1e-5x"}, TypeError, r"eps: expected a float, got str"),
     ("bf16_pre_attention", {}, {"qk_eps": 0.0}, ValueError, r"qk_eps: expected a positive finite"),
@@ -521,7 +524,7 @@ _BAD = [
             ValueError,
             r"ulysses_degree: expected one of 1, 2, 4, 8, got",
         )
-        for v in (0, 3, 16, True)
+        for v in (0, 3, 16, True, 2.0, "2")
     ],
     *[
         (
@@ -542,7 +545,7 @@ _BAD = [
             ValueError,
             r"fp8_mma_form: expected one of -1, 0, 2, got",
         )
-        for v in (1, 3, True)
+        for v in (1, 3, True, 2.0)
     ],
     # the per-kind scalars each out_mode needs, and host values that cannot be scales
     (
@@ -565,23 +568,23 @@ _BAD = [
             {"out_mode": "e4m3"},
             {"q_descale": v},
             ValueError,
-            r"q_descale: expected a positive finite scale, got",
+            r"q_descale: expected a positive finite scale .*, got",
         )
-        for v in (0.0, -1.0, float("nan"), float("inf"))
+        for v in (0.0, -1.0, float("nan"), float("inf"), 1e39, 1e-46)
     ],
     (
         "nvfp4_pre_attention",
         {},
         {"alpha": -2.0},
         ValueError,
-        r"alpha: expected a positive finite scale, got",
+        r"alpha: expected a positive finite scale .*, got",
     ),
     (
         "nvfp4_out_proj",
         {},
         {"o_weight_global_scale": 0.0},
         ValueError,
-        r"o_weight_global_scale: expected a positive finite scale, got",
+        r"o_weight_global_scale: expected a positive finite scale .*, got",
     ),
     *[
         (
@@ -589,9 +592,9 @@ _BAD = [
             {},
             {"global_scale": v},
             ValueError,
-            "global_scale: expected a positive finite scale, got",
+            "global_scale: expected a positive finite scale .*, got",
         )
-        for v in (0.0, -336.0, float("nan"), float("inf"))
+        for v in (0.0, -336.0, float("nan"), float("inf"), 3.5e38)
     ],
     *[
         (
@@ -599,9 +602,9 @@ _BAD = [
             {},
             {"amax": v},
             ValueError,
-            "amax: expected a finite float >= 0, got",
+            "amax: expected a finite float >= 0 .*, got",
         )
-        for v in (-1.0, float("nan"), float("inf"))
+        for v in (-1.0, float("nan"), float("inf"), 1e39)
     ],
     (
         "nvfp4_global_scale_from_amax",
@@ -719,6 +722,21 @@ _BAD = [
         ValueError,
         r"workspace_flags: expected a 1-D int32 array, got shape \[64, 64\]",
     ),
+    # ... and at least one word per 128 rows on every back end (M = 129: two)
+    *[
+        (
+            op,
+            {},
+            {"workspace_flags": lambda f: f((1,), "int32")},
+            ValueError,
+            rf"workspace_flags: expected at least 2 int32 elements for M = 129 \(one per 128 "
+            rf"rows\), got 1; size it with {helper}\(M\)",
+        )
+        for op, helper in (
+            ("mlp_fp8", "minimax_h3_mlp_fc2_flags_sm120"),
+            ("fp8_out_proj", "minimax_h3_fp8_out_proj_flags"),
+        )
+    ],
 ]
 
 
@@ -736,6 +754,48 @@ def test_bad_value_is_refused(op, kw, bad, kind, pattern, device_stub):
         args[name] = value(f) if callable(value) else value
     with pytest.raises(kind, match=pattern):
         _call(op, args)
+
+
+@pytest.mark.parametrize("target", ("sm_90a", "sm_120a"))
+@pytest.mark.parametrize("op", ("fp8_out_proj", "mlp_fp8"))
+def test_short_flags_are_refused_on_every_back_end(op, target, device_stub):
+    """``workspace_flags`` shorter than ceil(M / 128) words: refused on the wgmma back end and on
+    the mma.sync one (which uses no flags but documents the same length), before any device
+    work."""
+    device_stub["target"] = target
+    f = Fakes()
+    args = OPS[op].valid(f, 4824)
+    args["workspace_flags"] = f((37,), "int32")  # ceil(4824 / 128) = 38
+    with pytest.raises(ValueError, match=r"workspace_flags: expected at least 38 int32 elements"):
+        _call(op, args)
+
+
+_SCALAR_OPS = [
+    ("fp8_pre_attention", {"out_mode": "e4m3"}),
+    ("fp8_pre_attention", {"out_mode": "nvfp4"}),
+    ("nvfp4_pre_attention", {"out_mode": "nvfp4"}),
+    ("nvfp4_out_proj", {}),
+    ("fp4_quantize", {}),
+    ("nvfp4_global_scale_from_amax", {}),
+]
+
+
+@pytest.mark.parametrize("shape", ((), (1, 1), (1, 1, 1)))
+@pytest.mark.parametrize("op, kw", _SCALAR_OPS, ids=[f"{o}-{k}" for o, k in _SCALAR_OPS])
+def test_device_scalars_of_any_one_element_shape(op, kw, shape, device_stub):
+    """SPEC §4: scalars may be one-element device arrays; a 0-d or [1, 1] fp32 array is read as
+    the same one word as an fp32 [1], so every device scalar of the call is accepted in it."""
+    f = Fakes()
+    args = OPS[op].valid(f, 129, **kw)
+    names = [
+        n for n, v in args.items() if isinstance(v, Tensor) and v.size == 1 and v.fmt == "float32"
+    ]
+    assert names, "the valid call has no device scalar"
+    for n in names:
+        args[n] = f(shape, "float32")
+    for target in OPS[op].targets:
+        device_stub["target"] = target
+        assert OPS[op].reaches in (None, _reaches_device(op, args))
 
 
 def test_strided_gate_is_accepted(device_stub):

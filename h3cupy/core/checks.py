@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from .interop import Tensor
 
 _FIX_DTYPE = {
@@ -114,20 +116,50 @@ def check_table(t: Tensor, name: str, width: int, device: int) -> tuple[int, int
 
 
 def check_choice(value, name: str, choices: Sequence) -> None:
-    if isinstance(value, bool) or value not in choices:
+    """``value`` one of ``choices`` and of their kind: an int setting refuses ``2.0`` and
+    ``True`` (both compare equal to a choice), a string setting refuses anything but a str."""
+    import numbers
+
+    kinds = tuple({str if isinstance(c, str) else numbers.Integral for c in choices})
+    typed = isinstance(value, kinds) and not isinstance(value, bool)
+    if not typed or value not in choices:
         raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
 
 
-def check_positive_finite(value, name: str) -> float:
+def fp32_positive_finite(v: float) -> bool:
+    """Whether ``v`` stays positive and finite once rounded to fp32, as the kernels take it (a
+    float64 ``1e39`` becomes inf there and ``1e-50`` becomes 0)."""
     import math
 
+    with np.errstate(over="ignore", under="ignore"):
+        f = float(np.float32(v))
+    return math.isfinite(f) and f > 0
+
+
+def check_positive_finite(value, name: str) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
         raise TypeError(f"{name}: expected a float, got {type(value).__name__}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name}: expected a positive finite float, got {value!r}")
+    if not fp32_positive_finite(v):
+        raise ValueError(
+            f"{name}: expected a positive finite float (also in fp32, as the kernels read it: "
+            f"between ~1.4e-45 and ~3.4e38), got {value!r}"
+        )
     return v
+
+
+def check_device_scalar(t: Tensor, name: str, device: int) -> None:
+    """A device scalar: one fp32 element (shape ``[1]``, ``[]``, ``[1, 1]``, ...), read by the
+    kernels as one 4-byte word on ``device``."""
+    check_dtype(t, name, "float32")
+    if t.size != 1:
+        raise ValueError(
+            f"{name}: expected a one-element fp32 device array, got shape {list(t.shape)}; pass "
+            f"an fp32 [1] array (or a Python float where the argument takes one)"
+        )
+    check_aligned(t, name, 4)
+    check_device(t, name, device)
 
 
 def output_or_empty(t, name: str, fmt: str, shape: Sequence[int], like: Tensor) -> Tensor:
@@ -144,7 +176,7 @@ def output_or_empty(t, name: str, fmt: str, shape: Sequence[int], like: Tensor) 
 
 
 def device_global_scale(value, dev: int, when: str = "") -> Tensor:
-    """``act_global_scale``: a required fp32 ``[1]`` device array (read on the device, never
+    """``act_global_scale``: a required one-element fp32 device array (read on the device, never
     synced); ``when`` completes the error's "required" (e.g. " for out_format='nvfp4'")."""
     from .interop import as_tensor
 
@@ -154,7 +186,7 @@ def device_global_scale(value, dev: int, when: str = "") -> Tensor:
             "nvfp4_global_scale_from_amax(amax)"
         )
     t = as_tensor(value, "act_global_scale")
-    check_tensor(t, "act_global_scale", "float32", (1,), dev, align=4)
+    check_device_scalar(t, "act_global_scale", dev)
     return t
 
 

@@ -971,11 +971,14 @@ def _scalar_arg(value, name: str, dev: int):
         return 0.0, None
     if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool):
         v = float(value)
-        if not np.isfinite(v) or v <= 0:
-            raise ValueError(f"{name}: expected a positive finite scale, got {value!r}")
+        if not checks.fp32_positive_finite(v):
+            raise ValueError(
+                f"{name}: expected a positive finite scale (also in fp32, as the kernels read "
+                f"it), got {value!r}"
+            )
         return v, None
     t = interop.as_tensor(value, name)
-    checks.check_tensor(t, name, "float32", (1,), dev, align=4)
+    checks.check_device_scalar(t, name, dev)
     return 0.0, t
 
 
@@ -983,7 +986,7 @@ def check_nvfp4_weight(w_q, w_sf, w_global_scale, act_global_scale, name: str, n
     """An NVFP4 op's weight operands and activation global scale: ``{name}_q`` uint8 codes
     ``[n, k/2]``, ``{name}_sf`` contiguous 128x4-swizzled ue4m3 scales (n * k/16 bytes, 16-byte
     aligned), the weight's global scale (a positive float or a one-element fp32 device array;
-    required), ``act_global_scale`` a required fp32 ``[1]`` device array; all on the operands'
+    required), ``act_global_scale`` a required one-element fp32 device array; all on the operands'
     device. Returns ``(wq, wsf, gw_host, gw_t, ga)``."""
     wq = interop.as_tensor(w_q, f"{name}_q")
     checks.check_tensor(wq, f"{name}_q", "uint8", (n, k // 2), dev)

@@ -167,7 +167,7 @@ def minimax_h3_mlp_fp8_sm120(
     yt = checks.output_or_empty(workspace_y, "workspace_y", "bf16", (m, FFN), xt)
     yq = checks.output_or_empty(workspace_y_q, "workspace_y_q", "e4m3", (m, FFN), xt)
     ysc = checks.output_or_empty(workspace_y_scale, "workspace_y_scale", "float32", (m,), xt)
-    ft = out_proj.check_flags(workspace_flags, xt)
+    ft = out_proj.check_flags(workspace_flags, xt, m, "minimax_h3_mlp_fc2_flags_sm120")
     names = ("a_q", "a_scale", "y", "y_q", "y_scale", "flags")
     checks.check_disjoint(
         checks.given(

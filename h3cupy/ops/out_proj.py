@@ -96,9 +96,10 @@ def plan_fp8_gemm_wgmma(
 OUT_ALIASES = (("out", "residual"),)
 
 
-def check_flags(workspace_flags, like) -> object:
-    """A caller's ``workspace_flags``: 1-D contiguous int32 on ``like``'s device (its length is
-    checked against the plan by :func:`h3cupy.ops.gemm.plan_workspace`), or None."""
+def check_flags(workspace_flags, like, m: int, helper: str) -> object:
+    """A caller's ``workspace_flags``: 1-D contiguous int32 on ``like``'s device with at least
+    ``ceil(m / 128)`` elements (what ``helper(m)`` asks on every back end; on the wgmma one the
+    launch plan may ask more, which :func:`h3cupy.ops.gemm.plan_workspace` checks), or None."""
     if workspace_flags is None:
         return None
     ft = interop.as_tensor(workspace_flags, "workspace_flags")
@@ -106,6 +107,11 @@ def check_flags(workspace_flags, like) -> object:
     if len(ft.shape) != 1:
         raise ValueError(f"workspace_flags: expected a 1-D int32 array, got shape {list(ft.shape)}")
     checks.check_tensor(ft, "workspace_flags", "int32", (ft.shape[0],), like.device)
+    if ft.shape[0] < -(-m // 128):
+        raise ValueError(
+            f"workspace_flags: expected at least {-(-m // 128)} int32 elements for M = {m} "
+            f"(one per 128 rows), got {ft.shape[0]}; size it with {helper}(M)"
+        )
     return ft
 
 
@@ -339,7 +345,7 @@ def minimax_h3_fp8_out_proj(
 
     aq = checks.output_or_empty(act_q, "act_q", "e4m3", (m, ATTN), at)
     asc = checks.output_or_empty(act_scale, "act_scale", "float32", (m,), at)
-    ft = check_flags(workspace_flags, at)
+    ft = check_flags(workspace_flags, at, m, "minimax_h3_fp8_out_proj_flags")
     checks.check_disjoint(
         checks.given(
             ("out", "act_q", "act_scale", "workspace_flags"),
@@ -422,7 +428,8 @@ def minimax_h3_nvfp4_out_proj(
             size); from :func:`h3cupy.quantize_minimax_h3_o_weight_nvfp4`.
         o_weight_global_scale: the weight's NVFP4 global scale, a positive float or a
             one-element fp32 device array (required).
-        act_global_scale: fp32 ``[1]`` device array (read on the device, no host sync).
+        act_global_scale: one-element fp32 device array (``[1]``), read on the device (no host
+            sync).
         gate, gate_index, residual, out: as :func:`minimax_h3_fp8_out_proj`.
         act_q, act_sf: optional workspaces, uint8 ``[M, 3584]`` codes and ``[M, 448]`` linear
             scales of attn_out (FlashInfer's ``fp4_quantize`` with linear scales).

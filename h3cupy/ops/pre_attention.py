@@ -815,7 +815,7 @@ def minimax_h3_nvfp4_pre_attention(
             ue4m3 scales (21504 * 336 contiguous, 16-byte aligned bytes);
             qkv_weight_global_scale: a positive float or one-element fp32
             device array (from :func:`h3cupy.quantize_minimax_h3_qkv_weight_nvfp4`).
-        act_global_scale: fp32 ``[1]`` device array (read on the device).
+        act_global_scale: one-element fp32 device array (``[1]``), read on the device.
         alpha: optional ``1 / (act_global_scale * qkv_weight_global_scale)`` as a float or a
             device array; formed on the device when omitted (no host read).
         act_q, act_sf: optional workspaces, uint8 ``[M, 2688]`` and ``[M, 336]`` (linear).

@@ -201,7 +201,8 @@ def norm_adaln(
         adaln_index: int32 or int64 ``[M]``; an index outside ``[0, rows)`` gives a zero row.
         eps: RMSNorm epsilon (positive, finite).
         out_format: ``"bf16"``, ``"fp8"`` or ``"nvfp4"``.
-        act_global_scale: fp32 ``[1]`` device array, the NVFP4 global scale (``"nvfp4"`` only).
+        act_global_scale: one-element fp32 device array (``[1]``), the NVFP4 global scale
+            (``"nvfp4"`` only).
         a: optional bf16 ``[M, 5376]`` output for the activation (required storage in ``"bf16"``
             mode; in quantized modes it is written only when given or ``write_bf16``).
         q: optional output codes: e4m3 ``[M, 5376]`` (fp8) or uint8 ``[M, 2688]`` (nvfp4).
