@@ -462,6 +462,10 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
         h3 = fns["h3"]
         fns["h3"] = with_setting(op_mod, "BACKEND", "wgmma", h3)
         fns["h3_emulation"] = with_setting(op_mod, "BACKEND", "mma", h3)
+        if not pre:
+            # the default quantizes attn_out inside the GEMM launch (out_proj.NVFP4_FUSED_QUANT);
+            # "h3_two_launch": the quantization and a' as launches of their own
+            fns["h3_two_launch"] = with_setting(out_proj, "NVFP4_FUSED_QUANT", False, fns["h3"])
         a_in = torch.randn(m, k, device="cuda").bfloat16()
         fns["gemm"] = lambda i: a_in @ wt.t()
         flops = 2.0 * m * n * k

@@ -1021,7 +1021,11 @@ def check_out_proj_nvfp4(
     act_q = cupy.empty((m, 3584), np.uint8)
     act_sf = cupy.empty((m, 448), np.uint8)
     out = cupy.empty((m, 5376), formats.BF16)
-    poison(act_q, act_sf, out)
+    # the sm_90a path's a' workspace (its GEMM's A operand; written by the GEMM launch itself in
+    # the single-launch form), poisoned too: a row it left unwritten cannot hold an earlier
+    # call's values (ignored by the mma.sync back end)
+    a_bf = cupy.empty((m, 7168), formats.BF16)
+    poison(act_q, act_sf, out, a_bf)
 
     wq_d = cupy.asarray(wq)
     wsf_d = cupy.asarray(wsf)
@@ -1044,7 +1048,7 @@ def check_out_proj_nvfp4(
             **outs,
         )
 
-    run()
+    run(workspace_a=a_bf)
     shape = f"M={m}"
     want_q, want_sf = formats.nvfp4_quantize(host["attn_out"], ga)
     checks = [

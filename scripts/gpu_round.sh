@@ -33,6 +33,8 @@
 #               benchmarks without the NVFP4 ops; ~4 minutes
 #   clusters    the MLP at every centre and the out_proj at 4824 / 9648 with both cluster sizes
 #   nvfp4       the NVFP4 ops (Hopper path) at every centre against their chains
+#   nvfp4-out-proj  the NVFP4 out_proj's GPU tests (single- and two-launch forms), memcheck and
+#               synccheck of both, and the op against its two-launch form and chains; ~5 minutes
 #   order       the replay order's carryover: the BF16 op at P = 1 in shuffled and balanced order
 #   cublas      the kernels cuBLAS runs for the baselines on this card (torch profiler)
 #   tail        the FP8 pre-attention's tail-kernel diagnostic: its tests, then
@@ -147,6 +149,19 @@ nvfp4_ops() {  # the NVFP4 ops (Hopper path) at every centre against their chain
   run 120 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
     nvfp4_out_proj --reps 10 --json "$OUT/bench_nvfp4.json"
 }
+nvfp4_out_proj_round() {  # the NVFP4 out_proj's single launch (session 45): its GPU tests (both
+                         # forms, the emulation too), memcheck and synccheck of both forms
+                         # (memcheck_ops.py --nvfp4), then the op against its two-launch form and
+                         # its chains at every centre, 20 timed replays per form; ~5 minutes
+  run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 \
+    tests/test_out_proj_gpu.py -k "nvfp4"
+  for tool in memcheck synccheck; do
+    run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
+      --error-exitcode 3 python3 scripts/memcheck_ops.py --nvfp4
+  done
+  run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_out_proj --reps 20 \
+    --json "$OUT/bench_nvfp4_out_proj.json"
+}
 quick_tests() {  # the GPU tests of the host-side paths (see the mode list above)
   run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 tests/test_out_proj_gpu.py \
     tests/test_packaging.py tests/test_jit.py tests/test_errors.py tests/test_interop_gpu.py \
@@ -200,6 +215,9 @@ case "$MODE" in
   nvfp4)
     nvfp4_ops
     ;;
+  nvfp4-out-proj)
+    nvfp4_out_proj_round
+    ;;
   order)
     for i in 1 2; do
       run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 1 --reps 20 --order shuffle \
@@ -225,7 +243,8 @@ case "$MODE" in
       nvfp4_out_proj --json "$OUT/bench_ops_nvfp4.json"
     ;;
   *)
-    echo "mode: expected tests, memcheck, selftest, quick, auto, bars, h200, h200-short, clusters, nvfp4, order,"
+    echo "mode: expected tests, memcheck, selftest, quick, auto, bars, h200, h200-short, clusters, nvfp4,"
+    echo "nvfp4-out-proj, order,"
     echo "cublas, tail, bench or bench-ops; got '$MODE'. The session modes (s5 ... s37) are in"
     echo "git: git show 1011c46:scripts/gpu_round.sh"
     exit 2

@@ -14,7 +14,8 @@ only (pre_attention.FP8_FUSED_PROLOGUE). ``--mlp``: the MLP with FC1's single la
 (mlp.FC1_FUSED_PROLOGUE) and without it. ``--clusters`` (session 31): at M = 2900 (23 row
 tiles: the last cluster's second tile lies past M) the FP8 out_proj in both forms and the MLP
 in clusters of two (gemm.FP8_OPS_CLUSTER2_FROM_M lowered to M), and the FP8 pre-attention's
-single launch in clusters (pre_attention.FP8_PAIR_CLUSTER = 2), 3 out modes. See
+single launch in clusters (pre_attention.FP8_PAIR_CLUSTER = 2), 3 out modes. ``--nvfp4``: the
+NVFP4 out_proj's Hopper path in both forms (also part of the default run). See
 memcheck_gemm.py for --report-api-errors.
 """
 
@@ -25,7 +26,7 @@ import sys
 import cupy
 import numpy as np
 
-from h3cupy import formats
+from h3cupy import formats, weights
 from h3cupy.ops import mlp, out_proj, pre_attention
 from h3cupy.reference import inputs
 from h3cupy.verify import mlp_fp8_operands
@@ -73,6 +74,27 @@ def out_proj_and_mlp(m: int, rng) -> None:
     mlp.minimax_h3_mlp_fp8_sm120(*dev.values(), *weights)
 
 
+def nvfp4_out_proj(m: int, rng) -> None:
+    """The NVFP4 out_proj's Hopper path in its single-launch form (out_proj.NVFP4_FUSED_QUANT,
+    session 45: attn_out's codes, scales and a' written inside the GEMM launch; at M = 3000 the
+    consumer warps write rows 0..1023, the spare producer warps the rest) and its two-launch
+    form, at M (n224 tiles in clusters of two) and at M = 200 (128-column tiles alone)."""
+    default = out_proj.NVFP4_FUSED_QUANT
+    try:
+        for rows in (m, 200):
+            host = inputs.out_proj_inputs(rows, rows=9, rng=rng)
+            wq, wsf, gw = weights.quantize_minimax_h3_o_weight_nvfp4(cupy.asarray(host["o_weight"]))
+            amax = float(np.abs(host["attn_out"].astype(np.float32)).max())
+            ga = cupy.asarray(np.array([formats.nvfp4_global_scale_from_amax(amax)], np.float32))
+            args = [cupy.asarray(host["attn_out"]), wq, wsf, gw, ga]
+            args += [cupy.asarray(host[x]) for x in ("gate", "gate_index", "residual")]
+            for fused in (True, False):
+                out_proj.NVFP4_FUSED_QUANT = fused
+                out_proj.minimax_h3_nvfp4_out_proj(*args)
+    finally:
+        out_proj.NVFP4_FUSED_QUANT = default
+
+
 def clustered(m: int, rng) -> None:
     """The FP8 out_proj (single launch and two launches) and the MLP on clusters of two, and the
     FP8 pre-attention's single launch in clusters, every out mode (``--clusters``)."""
@@ -117,6 +139,11 @@ def main() -> None:
         cupy.cuda.Device().synchronize()
         print(f"memcheck_ops: the out_proj, MLP and FP8 pre-attention in clusters at M = {m}")
         return
+    if "--nvfp4" in sys.argv[1:]:
+        nvfp4_out_proj(m, rng)
+        cupy.cuda.Device().synchronize()
+        print(f"memcheck_ops: the NVFP4 out_proj's two forms at M = {m} and 200")
+        return
     if "--mlp" in sys.argv[1:]:
         mlp_fc1_single_launch(m, rng)
         cupy.cuda.Device().synchronize()
@@ -136,8 +163,9 @@ def main() -> None:
         print(f"memcheck_ops: 2 BF16 paths run at M = {m}")
         return
     out_proj_and_mlp(m, rng)
+    nvfp4_out_proj(m, rng)
     cupy.cuda.Device().synchronize()
-    print(f"memcheck_ops: 5 paths run at M = {m}")
+    print(f"memcheck_ops: 9 paths run at M = {m} (the NVFP4 out_proj's also at 200)")
 
 
 if __name__ == "__main__":

@@ -308,7 +308,7 @@ def test_fp8_out_proj_graph(form, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("backend", ("mma", "wgmma"))
+@pytest.mark.parametrize("backend", ("mma", "wgmma", "wgmma-two-launch"))
 def test_nvfp4_out_proj_nan_rows(backend, rng, monkeypatch):
     """attn_out rows holding a NaN through the NVFP4 op: the blocks holding one get the NaN scale
     code 0x7F in act_sf (formats.nvfp4_quantize), so the row's projection is NaN and its out row
@@ -324,7 +324,8 @@ def test_nvfp4_out_proj_nan_rows(backend, rng, monkeypatch):
     from h3cupy.testing import assert_nvfp4_nan_blocks, download, upload
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "BACKEND", backend)
+    monkeypatch.setattr(out_proj, "BACKEND", backend.split("-")[0])
+    monkeypatch.setattr(out_proj, "NVFP4_FUSED_QUANT", "two-launch" not in backend)
     m = 385
     host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
     wq, wsf, wg = weights.quantize_minimax_h3_o_weight_nvfp4(upload(host["o_weight"]))
@@ -367,28 +368,38 @@ def test_nvfp4_out_proj_nan_rows(backend, rng, monkeypatch):
     assert np.array_equal(got[keep].view(np.uint16), want[keep].view(np.uint16))
 
 
-# NOTE: 385 and 4824 run the n224 tiles (gemm.bf16_tile_n), 4097 the n256 ones.
-@pytest.mark.parametrize("m", (1, 129, 385, 4097, 4824))
-def test_nvfp4_out_proj_hopper_path(m, rng, monkeypatch):
+# NOTE: 385 and 4824 run the n224 tiles (gemm.bf16_tile_n), 4097 and 38592 the n256 ones; M <= 256
+# the 128-column tiles on single CTAs.
+@pytest.mark.parametrize(
+    "m, fused",
+    [(m, True) for m in (1, 127, 129, 385, 4097, 4824, 38592)]
+    + [(m, False) for m in (1, 129, 385, 4097, 4824)],
+)
+def test_nvfp4_out_proj_hopper_path(m, fused, rng, monkeypatch):
     """The NVFP4 op's Hopper path (BACKEND = "wgmma": operands dequantized to exact bf16, the
-    bf16 engine, o = bf16(acc * alpha)), same checks."""
+    bf16 engine, o = bf16(acc * alpha)), same checks, in its single-launch form (attn_out's NVFP4
+    quantization and a' written inside the GEMM launch, NVFP4_FUSED_QUANT: the default) and its
+    two-launch one."""
     from h3cupy.ops import out_proj
 
     _need_sm90()
     monkeypatch.setattr(out_proj, "BACKEND", "wgmma")
+    monkeypatch.setattr(out_proj, "NVFP4_FUSED_QUANT", fused)
     results = check_out_proj_nvfp4(m, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("backend", ("mma", "wgmma"))
+@pytest.mark.parametrize("backend", ("mma", "wgmma", "wgmma-two-launch"))
 def test_nvfp4_out_proj_graph(backend, rng, monkeypatch):
-    """Graph capture and replay of the NVFP4 out_proj on the emulation and on the Hopper path."""
+    """Graph capture and replay of the NVFP4 out_proj on the emulation and on the Hopper path
+    (both forms: the single launch zeroes its ready counters with a memset in the graph)."""
     from h3cupy.ops import out_proj
 
     _need_sm90()
-    monkeypatch.setattr(out_proj, "BACKEND", backend)
+    monkeypatch.setattr(out_proj, "BACKEND", backend.split("-")[0])
+    monkeypatch.setattr(out_proj, "NVFP4_FUSED_QUANT", "two-launch" not in backend)
     # the Hopper path at M = 385: clusters of two on n224 tiles
-    results = check_out_proj_nvfp4(385 if backend == "wgmma" else 129, rng, graph=True)
+    results = check_out_proj_nvfp4(385 if backend != "mma" else 129, rng, graph=True)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)

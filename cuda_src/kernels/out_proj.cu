@@ -587,6 +587,76 @@ __global__ void __launch_bounds__(384, 1) out_proj_nvfp4_wg_sm90(H3_OPNV_PARAMS)
   gemm_sm90_body<0, 128, 0, 1>(desc_a, desc_b, M, N, k_bytes, epi);
 }
 
+// The NVFP4 out_proj's single-launch forms (sm_90a, the default there): attn_out's NVFP4
+// quantization runs inside the bf16 GEMM launch that reads it, as the FP8 op's does
+// (ProQuantRowsFp8): the consumer warps quantize the first round's rows before their first tile,
+// the three spare producer warps of every CTA the rest, ahead of the tile order, and each row is
+// published on its 128-row tile's counter (h3/ready_rows.cuh), on which the TMA producer waits.
+// A row is one pass: a warp-wide load covers 256 values, 8 per lane, and a 16-value block is two
+// adjacent lanes' values (the pair's amax by one shuffle), so each row crosses L2 once. Per row
+// it writes the codes into act_q, the linear scales into act_sf (both bit-identical to
+// quantize.cu's fp4_quantize_smxx: the same nvfp4_scale / nvfp4_codes_x8 on the same block
+// amax) and a' = e2m1 * sf (exact in bf16, quantize.cu's nvfp4_dequant_bf16_smxx) into a_bf, the
+// engine's A operand. A block holding a NaN gets sf 0x7f, so its a' values decode to NaN, as in
+// the two-launch form. The weight's w' is a launch of its own before this one.
+struct ProQuantRowsNvfp4 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at launch; M
+  const bf16_t* __restrict__ src;       // attn_out [M, K]
+  u8* act_q;                            // [M, K / 2]
+  u8* act_sf;                           // [M, K / 16], linear
+  bf16_t* a_bf;                         // [M, K]
+  const float* __restrict__ g_ptr;      // the activation's global scale, fp32 [1]
+  int K;
+
+  // Row r by the calling warp, kB loads per lane in flight (K a multiple of 256).
+  template <int kB>
+  H3_DEVICE void row(int r, float g) const {
+    const int lane = threadIdx.x % 32, n = K / 256;
+    const i64 off = static_cast<i64>(r) * K + 8 * lane;  // this lane's first value of the row
+    ProQuantRowsFp8<false>::each_chunk<kB, false>(src + off, n, [&](uint4 v, int i) {
+      const u32 m2 = bf16x8_absmax_u16x2(0u, v);
+      u32 mb = max(m2 & 0xffffu, m2 >> 16);
+      mb = max(mb, __shfl_xor_sync(0xffffffffu, mb, 1));  // the block's other half
+      const Nvfp4Scale sc = nvfp4_scale(__uint_as_float(mb << 16), g);
+      float f[8];
+      unpack_bf16x8(v, f);
+      const u32 codes = nvfp4_codes_x8(f, sc.os);
+      *reinterpret_cast<u32*>(act_q + off / 2 + 128 * i) = codes;
+      if (!(lane & 1)) act_sf[static_cast<i64>(r) * (K / 16) + 16 * i + lane / 2] = sc.sf;
+      const float d = e4m3_to_f32(sc.sf);
+      st16(a_bf + off + 256 * i,
+           make_uint4(e2m1x2_scaled_bf16x2(codes, 0, d), e2m1x2_scaled_bf16x2(codes, 1, d),
+                      e2m1x2_scaled_bf16x2(codes, 2, d), e2m1x2_scaled_bf16x2(codes, 3, d)));
+    });
+    count_row(r, lane == 0, [] { __syncwarp(); });
+  }
+
+  H3_DEVICE void spare(int w, int r0, u8*) const {
+    const float g = *g_ptr;
+    spare_warp_rows(w, r0, [&](int r) { row<1>(r, g); });
+  }
+
+  H3_DEVICE void consumers(int worker, int workers, int r0) const {
+    const float g = *g_ptr;
+    for (int r = worker; r < r0; r += workers) row<7>(r, g);
+  }
+};
+
+#define H3_OPNV_FUSED(NAME, CLUSTER_ATTR, CLUSTER, BN)                                        \
+  __global__ void CLUSTER_ATTR __launch_bounds__(384, 1)                                      \
+      NAME(H3_OPNV_PARAMS, const bf16_t* __restrict__ attn_out, u8* act_q, u8* act_sf,        \
+           bf16_t* a_bf, u32* tile_rows) {                                                    \
+    H3_OPNV_EPI;                                                                              \
+    const ProQuantRowsNvfp4 pro{{tile_rows, M}, attn_out, act_q, act_sf, a_bf, ga_ptr,        \
+                                k_bytes / 2};                                                 \
+    gemm_sm90_body<0, BN, 0, CLUSTER, EpiGatedResidual<false, true>, false, ProQuantRowsNvfp4>( \
+        desc_a, desc_b, M, N, k_bytes, epi, pro);                                             \
+  }
+
+H3_OPNV_FUSED(out_proj_nvfp4_wg_fused_x2_sm90, H3_CLUSTER_X2, 2, 256)
+H3_OPNV_FUSED(out_proj_nvfp4_wg_fused_n224_x2_sm90, H3_CLUSTER_X2, 2, 224)
+H3_OPNV_FUSED(out_proj_nvfp4_wg_fused_sm90, , 1, 128)
+
+#undef H3_OPNV_FUSED
 #undef H3_OPNV_EPI
 #undef H3_OPNV_PARAMS
 

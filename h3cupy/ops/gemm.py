@@ -916,7 +916,17 @@ def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool) -> None:
     )
 
 
-def nvfp4_bf16_operands(aq, asf, wq, wsf, a_bf, w_bf, *, wave_tile: bool = False):
+def nvfp4_bf16_tile(m: int, n: int, wave_tile: bool) -> tuple[int, int]:
+    """The Hopper NVFP4 path's engine variant ``(tile_n, cluster)``: 128 x 256 tiles (or 224,
+    see :func:`nvfp4_bf16_operands`' ``wave_tile``) in clusters of two above M = 256, else
+    128 x 128 alone."""
+    cluster = 2 if m > 256 else 1
+    return ((bf16_tile_n(m, n) if wave_tile else 256) if cluster == 2 else 128), cluster
+
+
+def nvfp4_bf16_operands(
+    aq, asf, wq, wsf, a_bf, w_bf, *, wave_tile: bool = False, dequant_a: bool = True
+):
     """The Hopper NVFP4 path's operands (the pre-attention and out_proj ops): ``a' = e2m1 * sf``
     of the activation (linear scales) into ``a_bf`` [M, K] and of the weight (128x4-swizzled
     scales) into ``w_bf`` [N, K], both exact in bf16, then the bf16 engine's tile choice.
@@ -925,16 +935,18 @@ def nvfp4_bf16_operands(aq, asf, wq, wsf, a_bf, w_bf, *, wave_tile: bool = False
         wave_tile: above M = 256, take tile N 224 where :func:`bf16_tile_n` says it fills the
             last wave better (the caller then has an n224 kernel); else 256 (the pre-attention's
             two heads per fragment).
+        dequant_a: launch the dequantization of a' (False: the GEMM launch writes a' itself, the
+            NVFP4 out_proj's single-launch form).
 
     Returns:
         ``(desc_a, desc_b, tile_n, cluster)``: the A / B tensor maps and the engine variant (128 x
         256 or 224 tiles in clusters of two above M = 256, else 128 x 128 alone).
     """
     (m, k), n = a_bf.shape, w_bf.shape[0]
-    nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
+    if dequant_a:
+        nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
     nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
-    cluster = 2 if m > 256 else 1
-    tile_n = (bf16_tile_n(m, n) if wave_tile else 256) if cluster == 2 else 128
+    tile_n, cluster = nvfp4_bf16_tile(m, n, wave_tile)
     desc_a = _tensor_map(a_bf.ptr, "bfloat16", k, m, k * 2, 128)
     desc_b = _tensor_map(w_bf.ptr, "bfloat16", k, n, k * 2, tile_n // cluster)
     return desc_a, desc_b, tile_n, cluster

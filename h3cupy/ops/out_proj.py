@@ -158,6 +158,9 @@ OUT_PROJ = jit.ModuleSpec(
         "h3::out_proj_nvfp4_wg_x2_sm90",
         "h3::out_proj_nvfp4_wg_n224_x2_sm90",
         "h3::out_proj_nvfp4_wg_sm90",
+        "h3::out_proj_nvfp4_wg_fused_x2_sm90",
+        "h3::out_proj_nvfp4_wg_fused_n224_x2_sm90",
+        "h3::out_proj_nvfp4_wg_fused_sm90",
     ),
 )
 
@@ -173,6 +176,11 @@ FP8_MMA_FORM = -1
 #: operands) on sm_90a; False runs the in-register emulation there. True since the Hopper path
 #: passed on the H200 (2026-12-01, tests/test_out_proj_gpu.py).
 NVFP4_HOPPER_DEFAULT = True
+#: The NVFP4 out_proj's Hopper path: attn_out's NVFP4 quantization (act_q, act_sf and the bf16
+#: a' the engine reads) inside the GEMM launch, by its consumer warps before their first tile and
+#: its spare producer warps after (out_proj.cu ProQuantRowsNvfp4). False: the two-launch form
+#: (fp4_quantize's kernel, then a' dequantized by a launch of its own), kept to measure against.
+NVFP4_FUSED_QUANT = True
 
 
 def gated_args(rt, gt, gstride: int, rows: int, it) -> tuple:
@@ -489,17 +497,36 @@ def minimax_h3_nvfp4_out_proj(
         ],
         OUT_ALIASES,
     )
-    # Launch 1: NVFP4 of attn_out under the device global scale (linear scales).
-    n_blocks = m * (ATTN // 16)
-    launch(
-        quant_kernel("fp4_quantize_smxx", dev),
-        max(1, min(-(-n_blocks // 256), 65535)),
-        256,
-        (ptr(at), i64(m), i32(ATTN), ptr(ga), ptr(aq), ptr(asf), i32(0)),
-        tensors=[at, ga, aq, asf],
-    )
+    fused = backend == "wgmma" and NVFP4_FUSED_QUANT
+    if not fused:
+        # Launch 1: NVFP4 of attn_out under the device global scale (linear scales).
+        n_blocks = m * (ATTN // 16)
+        launch(
+            quant_kernel("fp4_quantize_smxx", dev),
+            max(1, min(-(-n_blocks // 256), 65535)),
+            256,
+            (ptr(at), i64(m), i32(ATTN), ptr(ga), ptr(aq), ptr(asf), i32(0)),
+            tensors=[at, ga, aq, asf],
+        )
     if backend == "wgmma":
-        _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot, a_bf, w_bf)
+        _nvfp4_wg(
+            aq,
+            asf,
+            wq,
+            wsf,
+            ga,
+            gw_t,
+            gw_host,
+            rt,
+            gt,
+            gstride,
+            rows,
+            it,
+            ot,
+            a_bf,
+            w_bf,
+            at if fused else None,
+        )
         return interop.export(ot)
     # Launch 2: the NVFP4 GEMM with the gated-residual epilogue.
     kh = ATTN // 2
@@ -529,20 +556,37 @@ def minimax_h3_nvfp4_out_proj(
     return interop.export(ot)
 
 
-def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot, a_bf, w_bf):
-    """The Hopper path's launches 2-4: a' and w' (exact bf16), then the bf16 engine with
-    ``o = bf16(acc * alpha)`` and the gated residual."""
+def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot, a_bf, w_bf, src):
+    """The Hopper path's launches after the quantization: w' (and, when ``src`` is None, a')
+    dequantized to exact bf16, then the bf16 engine with ``o = bf16(acc * alpha)`` and the gated
+    residual. ``src``: attn_out, which the single-launch form quantizes in the GEMM launch into
+    act_q, act_sf and a' (NVFP4_FUSED_QUANT); its ready counters are the op's scratch, zeroed
+    by a memset on the stream first."""
+    from ..core import workspace
+    from ..core.interop import current_stream_ptr
+    from ..core.launch import stream
+
     dev, m = aq.device, aq.shape[0]
-    desc_a, desc_b, tile_n, cluster = gemm.nvfp4_bf16_operands(
-        aq, asf, wq, wsf, a_bf, w_bf, wave_tile=True
+    fused = src is not None
+    tile_n, cluster = gemm.nvfp4_bf16_tile(m, D, True)
+    tag = "_fused" if fused else ""
+    if tile_n == 224:
+        name = f"h3::out_proj_nvfp4_wg{tag}_n224_x2_sm90"
+    else:
+        name = f"h3::out_proj_nvfp4_wg{tag}{'_x2' if cluster == 2 else ''}_sm90"
+    kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
+    words = None
+    if fused:
+        words = workspace.scratch_words(dev, current_stream_ptr([src]), -(-m // 128))
+        with stream([src]):
+            words[: -(-m // 128)].fill(0)
+    desc_a, desc_b, _, _ = gemm.nvfp4_bf16_operands(
+        aq, asf, wq, wsf, a_bf, w_bf, wave_tile=True, dequant_a=not fused
     )
     if tile_n == 224:
-        name = "h3::out_proj_nvfp4_wg_n224_x2_sm90"
         desc_out = gemm._c_map_w32(ot.ptr, D, m)
     else:
-        name = f"h3::out_proj_nvfp4_wg{'_x2' if cluster == 2 else ''}_sm90"
         desc_out = gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64)
-    kernel = jit.get_kernel(OUT_PROJ, name, arch.device_target(dev))
     smem = gemm.wgmma_smem_bytes(tile_n)
     launch(
         kernel,
@@ -559,7 +603,10 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
             ptr(gw_t),
             np.float32(gw_host),
             *gated_args(rt, gt, gstride, rows, it),
+            *((ptr(src), ptr(aq), ptr(asf), ptr(a_bf), np.uint64(words.data.ptr)) if fused else ()),
         ),
-        tensors=[a_bf, w_bf, ga, rt, gt, it, ot] + ([gw_t] if gw_t is not None else []),
+        tensors=[a_bf, w_bf, ga, rt, gt, it, ot]
+        + ([gw_t] if gw_t is not None else [])
+        + ([src, aq, asf] if fused else []),
         smem=smem,
     )
