@@ -607,10 +607,19 @@ struct ProQuantRowsNvfp4 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at la
   const float* __restrict__ g_ptr;      // the activation's global scale, fp32 [1]
   int K;
 
-  // Row r by the calling warp, kB loads per lane in flight (K a multiple of 256).
+  // Row r by the calling warp, kB loads per lane in flight (K a multiple of 256); the row
+  // `next` (when below M) prefetched into L2 first.
+  // NOTE: a spare warp has room for one 16-byte load per lane in flight (two spilled 12 bytes of
+  // the 40-register budget), so a row is 28 dependent DRAM round trips; the prefetch of the
+  // worker's next row (no registers held) lets them hit L2 instead.
   template <int kB>
-  H3_DEVICE void row(int r, float g) const {
+  H3_DEVICE void row(int r, float g, int next) const {
     const int lane = threadIdx.x % 32, n = K / 256;
+    if (next < M) {
+      const char* p = reinterpret_cast<const char*>(src + static_cast<i64>(next) * K);
+      for (int b = 128 * lane; b < 2 * K; b += 4096)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + b));
+    }
     const i64 off = static_cast<i64>(r) * K + 8 * lane;  // this lane's first value of the row
     ProQuantRowsFp8<false>::each_chunk<kB, false>(src + off, n, [&](uint4 v, int i) {
       const u32 m2 = bf16x8_absmax_u16x2(0u, v);
@@ -632,12 +641,13 @@ struct ProQuantRowsNvfp4 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at la
 
   H3_DEVICE void spare(int w, int r0, u8*) const {
     const float g = *g_ptr;
-    spare_warp_rows(w, r0, [&](int r) { row<1>(r, g); });
+    const int workers = gridDim.x * 3;  // spare_warp_rows' stride
+    spare_warp_rows(w, r0, [&](int r) { row<1>(r, g, r + workers); });
   }
 
   H3_DEVICE void consumers(int worker, int workers, int r0) const {
     const float g = *g_ptr;
-    for (int r = worker; r < r0; r += workers) row<7>(r, g);
+    for (int r = worker; r < r0; r += workers) row<7>(r, g, M);  // (no prefetch)
   }
 };
 
