@@ -251,6 +251,34 @@ def without_quant_launch(fn):
     return call
 
 
+def skipping(fn, names: tuple[str, ...]):
+    """``fn`` with its launches of the quantize.cu kernels ``names`` skipped (in the out_proj
+    and GEMM modules): with workspaces that an earlier call filled, the rest of the op on operands
+    prepared already. The NVFP4 out_proj's GEMM launch alone, and its single launch without the
+    weight's w', are read off this way."""
+    from h3cupy.ops import gemm, out_proj
+    from h3cupy.weights import _kernel
+
+    def call(i):
+        saved = {mod: mod.launch for mod in (gemm, out_proj)}
+
+        def launch(kernel, *a, **kw):
+            dev = kw["tensors"][0].device if kw.get("tensors") else 0
+            if any(kernel is _kernel(n, dev) for n in names):
+                return None
+            return saved[out_proj](kernel, *a, **kw)
+
+        for mod in saved:
+            mod.launch = launch
+        try:
+            return fn(i)
+        finally:
+            for mod, real in saved.items():
+                mod.launch = real
+
+    return call
+
+
 def kernel_breakdown(fn, reps: int = 5) -> dict[str, float]:
     """GPU time of each kernel launch of one call of ``fn`` (median over ``reps`` calls, ms):
     every ``launch`` of the ops modules is wrapped with CUDA events on the current torch stream,
@@ -466,6 +494,13 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
             # the default quantizes attn_out inside the GEMM launch (out_proj.NVFP4_FUSED_QUANT);
             # "h3_two_launch": the quantization and a' as launches of their own
             fns["h3_two_launch"] = with_setting(out_proj, "NVFP4_FUSED_QUANT", False, fns["h3"])
+            # the GEMM launch alone (a' and w' from an earlier call), and the single launch
+            # without the weight's dequantization: their difference is the in-launch
+            # quantization's cost
+            fns["h3_gemm_only"] = skipping(
+                fns["h3_two_launch"], ("fp4_quantize_smxx", "nvfp4_dequant_bf16_smxx")
+            )
+            fns["h3_fused_only"] = skipping(fns["h3"], ("nvfp4_dequant_bf16_smxx",))
         a_in = torch.randn(m, k, device="cuda").bfloat16()
         fns["gemm"] = lambda i: a_in @ wt.t()
         flops = 2.0 * m * n * k
@@ -585,6 +620,8 @@ def run(
         "gemm",
         "h3_fused",
         "h3_two_launch",
+        "h3_gemm_only",
+        "h3_fused_only",
         "h3_no_quant",
         "h3_no_tail",
         "h3_pair_tail",
@@ -678,6 +715,8 @@ def main() -> None:
                 "h3_fused_ms": "single-launch form with the caller's workspace_flags",
                 "h3_two_launch_ms": "the quantization as a launch of its own",
                 "h3_no_quant_ms": "that form without its quantization launch",
+                "h3_gemm_only_ms": "its GEMM launch alone",
+                "h3_fused_only_ms": "the single launch alone (no w' launch)",
                 "h3_no_tail_ms": "without the tail split",
                 "h3_pair_tail_ms": "with the pairs' tail split (two launches)",
                 "h3_prologue_launch_ms": "the prologue as a launch of its own",

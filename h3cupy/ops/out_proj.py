@@ -450,11 +450,14 @@ def minimax_h3_nvfp4_out_proj(
 
     sm_120a: two launches (NVFP4 quantization of attn_out, then the block-scaled
     ``kind::mxf4nvf4`` GEMM with the gated-residual epilogue; compile-checked only). sm_90a: by
-    default the Hopper path: the quantization, a' = e2m1 * sf and w' = e2m1 * sf dequantized
-    to bf16 (exact), then the bf16 wgmma engine with ``o = bf16(acc * alpha)`` and the gated
-    residual (H200-verified 2026-12-01; :data:`NVFP4_HOPPER_DEFAULT`); with :data:`BACKEND` =
-    ``"mma"`` the in-register emulation of the block-scaled MMA (correct, slow). No host sync;
-    with ``out`` and every workspace supplied, no allocation.
+    default the Hopper path: w' = e2m1 * sf dequantized to bf16 (exact), then the bf16 wgmma
+    engine with ``o = bf16(acc * alpha)`` and the gated residual, whose launch also quantizes
+    attn_out (act_q, act_sf) and writes a' = e2m1 * sf_a for its own A operand, row by row
+    ahead of the tiles (:data:`NVFP4_FUSED_QUANT`; False: the quantization and a' as launches
+    of their own); :data:`NVFP4_HOPPER_DEFAULT`. With :data:`BACKEND` = ``"mma"``: the
+    in-register emulation of the block-scaled MMA (correct, slow). No host sync; with ``out``
+    and every workspace supplied, no allocation (the single launch's ready counters live in
+    scratch of the op's own, one word per 128 rows, made on the first call per stream).
     """
     from ..core import tma
     from ..weights import _kernel as quant_kernel
