@@ -223,44 +223,15 @@ def cluster_now(op: str, m: int) -> int:
     return gemm.fp8_ops_cluster(m)
 
 
-def without_quant_launch(fn):
-    """``fn`` with its per-token FP8 quantization launch skipped (the out_proj's of attn_out, the
-    MLP's of y): with workspaces that an earlier call filled, the rest of the two-launch op on
-    already-quantized operands, so that the single-launch form's quantization cost can be read
-    off against it."""
-    from h3cupy.ops import mlp, out_proj
-    from h3cupy.weights import _kernel
-
-    def call(i):
-        saved = {mod: mod.launch for mod in (mlp, out_proj)}
-
-        def launch(kernel, *a, **kw):
-            dev = kw["tensors"][0].device if kw.get("tensors") else 0
-            if kernel is _kernel("quantize_rows_fp8_smxx", dev):
-                return None
-            return saved[out_proj](kernel, *a, **kw)
-
-        for mod in saved:
-            mod.launch = launch
-        try:
-            return fn(i)
-        finally:
-            for mod, real in saved.items():
-                mod.launch = real
-
-    return call
-
-
 def skipping(fn, names: tuple[str, ...]):
-    """``fn`` with its launches of the quantize.cu kernels ``names`` skipped (in the out_proj
-    and GEMM modules): with workspaces that an earlier call filled, the rest of the op on operands
-    prepared already. The NVFP4 out_proj's GEMM launch alone, and its single launch without the
-    weight's w', are read off this way."""
-    from h3cupy.ops import gemm, out_proj
+    """``fn`` with its launches of the quantize.cu kernels ``names`` skipped (in the out_proj,
+    MLP and GEMM modules): with workspaces that an earlier call filled, the rest of the op on
+    operands prepared already."""
+    from h3cupy.ops import gemm, mlp, out_proj
     from h3cupy.weights import _kernel
 
     def call(i):
-        saved = {mod: mod.launch for mod in (gemm, out_proj)}
+        saved = {mod: mod.launch for mod in (gemm, mlp, out_proj)}
 
         def launch(kernel, *a, **kw):
             dev = kw["tensors"][0].device if kw.get("tensors") else 0
@@ -277,6 +248,13 @@ def skipping(fn, names: tuple[str, ...]):
                 mod.launch = real
 
     return call
+
+
+def without_quant_launch(fn):
+    """``fn`` with its per-token FP8 quantization launch skipped (the out_proj's of attn_out, the
+    MLP's of y): the rest of the two-launch op on already-quantized operands, so that the
+    single-launch form's quantization cost can be read off against it."""
+    return skipping(fn, ("quantize_rows_fp8_smxx",))
 
 
 def kernel_breakdown(fn, reps: int = 5) -> dict[str, float]:
