@@ -460,7 +460,7 @@ struct ProQuantRowsFp8 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at laun
       spare_staged(r0, smem);
       return;
     }
-    spare_warp_rows(w, r0, [&](int r) { row<kSpareU, kSpareV>(r); });
+    spare_warp_rows(w, r0, [&](int r, int) { row<kSpareU, kSpareV>(r); });
   }
 
   H3_DEVICE void consumers(int worker, int workers, int r0) const {
@@ -641,8 +641,7 @@ struct ProQuantRowsNvfp4 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at la
 
   H3_DEVICE void spare(int w, int r0, u8*) const {
     const float g = *g_ptr;
-    const int workers = gridDim.x * 3;  // spare_warp_rows' stride
-    spare_warp_rows(w, r0, [&](int r) { row<1>(r, g, r + workers); });
+    spare_warp_rows(w, r0, [&](int r, int next) { row<1>(r, g, next); });
   }
 
   H3_DEVICE void consumers(int worker, int workers, int r0) const {

@@ -169,7 +169,7 @@ struct ProNormRows : ReadyRows {  // tile_rows [ceil(M / 128)], zero at launch; 
   }
 
   H3_DEVICE void spare(int wp, int r0, u8*) const {
-    spare_warp_rows(wp, r0, [&](int r) { row<kSpareU, kSpareV>(r); });
+    spare_warp_rows(wp, r0, [&](int r, int) { row<kSpareU, kSpareV>(r); });
   }
 
   H3_DEVICE void consumers(int worker, int workers, int r0) const {

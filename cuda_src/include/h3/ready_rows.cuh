@@ -79,7 +79,8 @@ struct ReadyRows {
 
   // The spare producer warps' rows when each warp is a worker (warp wp = 1..3 of the producer
   // warpgroup): rows r0 + w, r0 + w + W, ... for worker w of W = 3 per CTA, in increasing order
-  // across the grid, ahead of the tile order; row(r) writes and publishes row r.
+  // across the grid, ahead of the tile order; row(r, next) writes and publishes row r (next:
+  // the worker's row after it, which may be M or more).
   template <class Row>
   H3_DEVICE void spare_warp_rows(int wp, int r0, const Row& row) const {
     const int workers = gridDim.x * 3;
@@ -87,7 +88,7 @@ struct ReadyRows {
     [[maybe_unused]] int rows_done = 0;
     H3_PROBE_NOW(t0);
     for (int r = r0 + blockIdx.x * 3 + (wp - 1); r < M; r += workers) {
-      row(r);
+      row(r, r + workers);
       ++rows_done;
     }
     probe_spare(threadIdx.x % 32 == 0, t0, rows_done);  // (a worker: one warp)
