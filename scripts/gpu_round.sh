@@ -35,6 +35,13 @@
 #   nvfp4       the NVFP4 ops (Hopper path) at every centre against their chains
 #   nvfp4-out-proj  the NVFP4 out_proj's GPU tests (single- and two-launch forms), memcheck and
 #               synccheck of both, and the op against its two-launch form and chains; ~5 minutes
+#   decode-ab   the word-wide e2m1 decode (session 46): the GPU tests of everything that decodes
+#               NVFP4 (the codec probe, the dequantization launch, both NVFP4 out_proj forms, the
+#               NVFP4 pre-attention and GEMM), memcheck and synccheck of the out_proj's two forms,
+#               then the NVFP4 out_proj timed in this tree and in the previous one, twice in turn,
+#               30 replays per form. Needs the previous tree in .abtree/ (`git archive HEAD~N |
+#               tar -x -C .abtree`, its modules prebuilt into .h3cache from there, both carried);
+#               ~6 minutes
 #   order       the replay order's carryover: the BF16 op at P = 1 in shuffled and balanced order
 #   cublas      the kernels cuBLAS runs for the baselines on this card (torch profiler)
 #   tail        the FP8 pre-attention's tail-kernel diagnostic: its tests, then
@@ -218,6 +225,21 @@ case "$MODE" in
   nvfp4-out-proj)
     nvfp4_out_proj_round
     ;;
+  decode-ab)
+    run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 tests/test_codec_gpu.py \
+      tests/test_out_proj_gpu.py tests/test_gemm_gpu.py tests/test_weights_gpu.py \
+      tests/test_pre_attention_gpu.py tests/test_prologue_gpu.py -k "nvfp4 or codec"
+    for tool in memcheck synccheck; do
+      run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
+        --error-exitcode 3 python3 scripts/memcheck_ops.py --nvfp4
+    done
+    for i in 1 2; do
+      run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_out_proj --reps 30 \
+        --no-compile --json "$OUT/ab_new_$i.json"
+      run 90 "$OUT/bench.log" env PYTHONPATH="$PWD/.abtree" python3 .abtree/benchmarks/ops_fp8.py \
+        --ops nvfp4_out_proj --reps 30 --no-compile --json "$OUT/ab_old_$i.json"
+    done
+    ;;
   order)
     for i in 1 2; do
       run 120 "$OUT/bench.log" python3 benchmarks/pre_attention.py --p 1 --reps 20 --order shuffle \
@@ -244,7 +266,7 @@ case "$MODE" in
     ;;
   *)
     echo "mode: expected tests, memcheck, selftest, quick, auto, bars, h200, h200-short, clusters, nvfp4,"
-    echo "nvfp4-out-proj, order,"
+    echo "nvfp4-out-proj, decode-ab, order,"
     echo "cublas, tail, bench or bench-ops; got '$MODE'. The session modes (s5 ... s37) are in"
     echo "git: git show 1011c46:scripts/gpu_round.sh"
     exit 2

@@ -87,6 +87,21 @@ def test_decoders_match_formats():
     # -0 for the sign code 8 (e2m1 -0), as formats.py decodes it
     assert np.array_equal(np.signbit(lo), np.signbit(formats.e2m1_decode(codes & 0x0F)))
 
+    # The word-wide decoder (e2m1x8_scaled_bf16x8): every code at every position of the word
+    # times every e4m3 scale byte. The product is exact in bf16 (a 2-bit by 4-bit significand),
+    # so the bits must equal formats.py's values multiplied in fp32 and rounded once to bf16:
+    # no tolerance. NaN scales (0x7f, 0xff) must give NaN in every value.
+    scaled = download(got.e2m1_scaled)
+    e2m1 = formats.e2m1_decode(np.arange(16, dtype=np.uint8))
+    scale = formats.e4m3_decode(codes)
+    want = (scale[:, None] * e2m1[None, :]).astype(formats.BF16)
+    want = np.broadcast_to(want[:, :, None], (256, 16, 8))
+    got_v = scaled.view(formats.BF16).astype(np.float32)
+    nan = np.isnan(want.astype(np.float32))
+    assert nan.sum() == 2 * 16 * 8
+    assert np.array_equal(np.isnan(got_v), nan)
+    assert np.array_equal(scaled[~nan], want.view(np.uint16)[~nan])
+
 
 def test_codec_probe_refuses_bad_input():
     import cupy

@@ -631,10 +631,7 @@ struct ProQuantRowsNvfp4 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at la
       const u32 codes = nvfp4_codes_x8(f, sc.os);
       *reinterpret_cast<u32*>(act_q + off / 2 + 128 * i) = codes;
       if (!(lane & 1)) act_sf[static_cast<i64>(r) * (K / 16) + 16 * i + lane / 2] = sc.sf;
-      const float d = e4m3_to_f32(sc.sf);
-      st16(a_bf + off + 256 * i,
-           make_uint4(e2m1x2_scaled_bf16x2(codes, 0, d), e2m1x2_scaled_bf16x2(codes, 1, d),
-                      e2m1x2_scaled_bf16x2(codes, 2, d), e2m1x2_scaled_bf16x2(codes, 3, d)));
+      st16(a_bf + off + 256 * i, e2m1x8_scaled_bf16x8(codes, e4m3_to_bf16x2(sc.sf)));
     });
     count_row(r, lane == 0, [] { __syncwarp(); });
   }

@@ -101,14 +101,10 @@ __global__ void __launch_bounds__(kQuantThreads) nvfp4_dequant_bf16_smxx(
     const i64 r = b / n_cols;
     const int c = static_cast<int>(b % n_cols);
     const uint2 codes = *reinterpret_cast<const uint2*>(q + r * (K / 2) + 8 * c);
-    const float s = e4m3_to_f32(sf[swizzled ? sf_128x4_offset(r, c, n_cols) : r * n_cols + c]);
-    const uint4 lo = make_uint4(e2m1x2_scaled_bf16x2(codes.x, 0, s), e2m1x2_scaled_bf16x2(codes.x, 1, s),
-                                e2m1x2_scaled_bf16x2(codes.x, 2, s), e2m1x2_scaled_bf16x2(codes.x, 3, s));
-    const uint4 hi = make_uint4(e2m1x2_scaled_bf16x2(codes.y, 0, s), e2m1x2_scaled_bf16x2(codes.y, 1, s),
-                                e2m1x2_scaled_bf16x2(codes.y, 2, s), e2m1x2_scaled_bf16x2(codes.y, 3, s));
+    const u32 s2 = e4m3_to_bf16x2(sf[swizzled ? sf_128x4_offset(r, c, n_cols) : r * n_cols + c]);
     bf16_t* dst = out + r * K + 16 * c;
-    st16(dst, lo);
-    st16(dst + 8, hi);
+    st16(dst, e2m1x8_scaled_bf16x8(codes.x, s2));
+    st16(dst + 8, e2m1x8_scaled_bf16x8(codes.y, s2));
   }
 }
 

@@ -18,7 +18,9 @@ class CodecProbe(NamedTuple):
     """Device arrays: ``bf16_bits`` uint16 ``[n]``, ``e4m3_code`` / ``ue4m3_code`` / ``e2m1_code``
     uint8 ``[n]`` (the encoders of x), ``e4m3_value`` float32 ``[256]`` (the decoder of every
     code), ``e2m1_pair`` uint32 ``[256]`` (byte c's two e2m1 nibbles decoded to a bf16 pair with
-    scale 1, the low nibble in the low half)."""
+    scale 1, the low nibble in the low half), ``e2m1_scaled`` uint16 ``[256, 16, 8]`` (the
+    word-wide decoder, ``e2m1x8_scaled_bf16x8``: eight copies of code c times the e4m3 scale byte
+    s, as bf16 bits, at ``[s, c]``)."""
 
     bf16_bits: object
     e4m3_code: object
@@ -26,6 +28,7 @@ class CodecProbe(NamedTuple):
     e2m1_code: object
     e4m3_value: object
     e2m1_pair: object
+    e2m1_scaled: object
 
 
 def codec_probe(x) -> CodecProbe:
@@ -60,6 +63,7 @@ def codec_probe(x) -> CodecProbe:
             cupy.empty((n,), cupy.uint8),
             cupy.empty((256,), cupy.float32),
             cupy.empty((256,), cupy.uint32),
+            cupy.empty((256, 16, 8), cupy.uint16),
         ]
         for t in outs:
             t.view(cupy.uint8).fill(0xAB)
