@@ -35,13 +35,13 @@
 #   nvfp4       the NVFP4 ops (Hopper path) at every centre against their chains
 #   nvfp4-out-proj  the NVFP4 out_proj's GPU tests (single- and two-launch forms), memcheck and
 #               synccheck of both, and the op against its two-launch form and chains; ~5 minutes
-#   decode-ab   the word-wide e2m1 decode (session 46): the GPU tests of everything that decodes
-#               NVFP4 (the codec probe, the dequantization launch, both NVFP4 out_proj forms, the
-#               NVFP4 pre-attention and GEMM), memcheck and synccheck of the out_proj's two forms,
-#               then the NVFP4 out_proj timed in this tree and in the previous one, twice in turn,
-#               30 replays per form. Needs the previous tree in .abtree/ (`git archive HEAD~N |
-#               tar -x -C .abtree`, its modules prebuilt into .h3cache from there, both carried);
-#               ~6 minutes
+#   decode-ab   the NVFP4 decode (session 46): the GPU tests of everything that decodes NVFP4
+#               (the codec probe, the dequantization launch, both NVFP4 out_proj forms, the NVFP4
+#               pre-attention and GEMM), memcheck and synccheck of the out_proj's two forms, then
+#               the NVFP4 ops (30 replays per form) and the dequantization launch
+#               (benchmarks/dequant.py) timed in this tree and in an earlier one, twice in turn.
+#               Needs the earlier tree in .abtree/ (`git archive REV | tar -x -C .abtree`, its
+#               modules prebuilt into .h3cache from there, both carried); ~6 minutes
 #   order       the replay order's carryover: the BF16 op at P = 1 in shuffled and balanced order
 #   cublas      the kernels cuBLAS runs for the baselines on this card (torch profiler)
 #   tail        the FP8 pre-attention's tail-kernel diagnostic: its tests, then
@@ -234,10 +234,18 @@ case "$MODE" in
         --error-exitcode 3 python3 scripts/memcheck_ops.py --nvfp4
     done
     for i in 1 2; do
-      run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_out_proj --reps 30 \
-        --no-compile --json "$OUT/ab_new_$i.json"
-      run 90 "$OUT/bench.log" env PYTHONPATH="$PWD/.abtree" python3 .abtree/benchmarks/ops_fp8.py \
-        --ops nvfp4_out_proj --reps 30 --no-compile --json "$OUT/ab_old_$i.json"
+      for tree in new old; do
+        root=$PWD
+        [ $tree = old ] && root=$PWD/.abtree
+        run 90 "$OUT/bench.log" env PYTHONPATH="$root" python3 "$root/benchmarks/ops_fp8.py" \
+          --ops nvfp4_out_proj --reps 30 --no-compile --json "$OUT/ab_${tree}_$i.json"
+        # (two centres: the pre-attention's emulation form is slow, and w' does not depend on M)
+        run 90 "$OUT/bench.log" env PYTHONPATH="$root" python3 "$root/benchmarks/ops_fp8.py" \
+          --ops nvfp4_pre_attention --m 4824 9648 --reps 30 --no-compile \
+          --json "$OUT/ab_pre_${tree}_$i.json"
+        run 60 "$OUT/bench.log" env PYTHONPATH="$root" python3 benchmarks/dequant.py \
+          --json "$OUT/dequant_${tree}_$i.json"
+      done
     done
     ;;
   order)

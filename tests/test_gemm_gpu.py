@@ -405,6 +405,35 @@ def test_gemm_mma_tma_ws_many_tiles(fmt, rng):
 NVFP4_SHAPES = [(1, 512, 5376), (129, 384, 7168), (300, 512, 14336)]
 
 
+@pytest.mark.parametrize("swizzled", [False, True], ids=["linear", "swizzled"])
+@pytest.mark.parametrize("shape", [(1, 5376), (130, 5376), (300, 7168), (257, 48)], ids=str)
+def test_nvfp4_dequantize_bf16(shape, swizzled, rng):
+    """The Hopper NVFP4 path's dequantization launch (a' of activations with linear scales, w' of
+    weights with 128x4-swizzled ones) against formats.nvfp4_dequantize with global scale 1: code x
+    scale is exact in bf16 (a 2-bit by 4-bit significand), so the bits must match, no tolerance.
+    K = 5376 and 48 leave a warp's last 1024-value task of each row partly empty."""
+    import cupy
+
+    from h3cupy.core import arch, interop
+    from h3cupy.ops import gemm
+    from h3cupy.testing import download, poison
+
+    if not arch.supports_fp8(arch.current_target()):
+        pytest.skip("the NVFP4 helpers need sm_89 or newer")
+    rows, k = shape
+    scale = 0.01 if swizzled else 0.5  # weights ~N(0, 0.01), activations ~N(0, 0.5)
+    x = formats.to_bf16(rng.normal(0, scale, (rows, k)).astype(np.float32))
+    g = formats.nvfp4_global_scale_from_amax(np.abs(x.astype(np.float32)).max())
+    q, sf = formats.nvfp4_quantize(x, g)
+    want = formats.nvfp4_dequantize(q, sf, 1.0).astype(formats.BF16)
+    out = cupy.empty((rows, k), formats.BF16)
+    poison(out)
+    sf_dev = formats.swizzle_sf_128x4(sf) if swizzled else sf
+    t = [interop.as_tensor(cupy.asarray(a), n) for a, n in ((q, "q"), (sf_dev, "sf"), (out, "out"))]
+    gemm.nvfp4_dequantize_bf16(*t, swizzled=swizzled)
+    assert np.array_equal(download(out).view(np.uint16), want.view(np.uint16))
+
+
 @pytest.mark.parametrize("shape", NVFP4_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_gemm_nvfp4(shape, rng):
     """NVFP4 x NVFP4 (sm_90a: exact dequantization to bf16 in registers) against the float64

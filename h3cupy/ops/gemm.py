@@ -906,10 +906,10 @@ def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool) -> None:
     from ..weights import _kernel as quant_kernel
 
     r, k = out.shape
-    n_blocks = r * (k // 16)
+    tasks = r * -(-k // 1024)  # a warp per 1024 values of a row, eight warps per CTA
     launch(
         quant_kernel("nvfp4_dequant_bf16_smxx", out.device),
-        max(1, min(-(-n_blocks // 256), 16 * arch.sm_count(out.device))),
+        max(1, min(-(-tasks // 8), 16 * arch.sm_count(out.device))),
         256,
         (ptr(codes), ptr(sf), i64(r), i32(k), i32(1 if swizzled else 0), ptr(out)),
         tensors=[codes, sf, out],
