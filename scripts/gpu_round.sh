@@ -41,7 +41,8 @@
 #               the NVFP4 ops (30 replays per form) and the dequantization launch
 #               (benchmarks/dequant.py) timed in this tree and in an earlier one, twice in turn.
 #               Needs the earlier tree in .abtree/ (`git archive REV | tar -x -C .abtree`, its
-#               modules prebuilt into .h3cache from there, both carried); ~6 minutes
+#               modules prebuilt into .h3cache from there, both carried); ~3.5 minutes on an
+#               H100 (session 46: 201 s)
 #   order       the replay order's carryover: the BF16 op at P = 1 in shuffled and balanced order
 #   cublas      the kernels cuBLAS runs for the baselines on this card (torch profiler)
 #   tail        the FP8 pre-attention's tail-kernel diagnostic: its tests, then
