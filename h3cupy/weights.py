@@ -180,16 +180,23 @@ def _fp4_quantize(at: interop.Tensor, gt: interop.Tensor, swizzled: bool):
             sf.raw.fill(0)  # padding bytes of the 128x4 layout are zero
     else:
         sf = interop.empty((rows, k // 16), "uint8", like=at)
+    _fp4_quantize_launch(at, gt, q, sf, swizzled)
+    return q, sf
+
+
+def _fp4_quantize_launch(at, gt, q, sf, swizzled: bool) -> None:
+    """NVFP4 of the contiguous bf16 ``at`` ``[rows, K]`` under the device global scale ``gt``
+    into codes ``q`` ``[rows, K/2]`` and scales ``sf`` (linear, or 128x4-swizzled and zeroed
+    first): one launch on the current stream, operands checked by the caller."""
+    rows, k = at.shape
     n_blocks = rows * (k // 16)
-    grid = max(1, min((n_blocks + _THREADS - 1) // _THREADS, 65535))
     launch(
         _kernel("fp4_quantize_smxx", at.device),
-        grid,
+        max(1, min((n_blocks + _THREADS - 1) // _THREADS, 65535)),
         _THREADS,
         (ptr(at), i64(rows), i32(k), ptr(gt), ptr(q), ptr(sf), i32(int(swizzled))),
         tensors=[at, gt, q, sf],
     )
-    return q, sf
 
 
 @arch.on_operand_device("a")

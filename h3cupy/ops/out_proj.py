@@ -460,7 +460,7 @@ def minimax_h3_nvfp4_out_proj(
     scratch of the op's own, one word per 128 rows, made on the first call per stream).
     """
     from ..core import tma
-    from ..weights import _kernel as quant_kernel
+    from ..weights import _fp4_quantize_launch
 
     at, dev, m = _check_attn_out(attn_out)
     wq, wsf, gw_host, gw_t, ga = gemm.check_nvfp4_weight(
@@ -503,14 +503,7 @@ def minimax_h3_nvfp4_out_proj(
     fused = backend == "wgmma" and NVFP4_FUSED_QUANT
     if not fused:
         # Launch 1: NVFP4 of attn_out under the device global scale (linear scales).
-        n_blocks = m * (ATTN // 16)
-        launch(
-            quant_kernel("fp4_quantize_smxx", dev),
-            max(1, min(-(-n_blocks // 256), 65535)),
-            256,
-            (ptr(at), i64(m), i32(ATTN), ptr(ga), ptr(aq), ptr(asf), i32(0)),
-            tensors=[at, ga, aq, asf],
-        )
+        _fp4_quantize_launch(at, ga, aq, asf, False)
     if backend == "wgmma":
         _nvfp4_wg(
             aq,
