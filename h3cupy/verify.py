@@ -177,16 +177,23 @@ def check_weight_helpers(rng: np.random.Generator | None = None) -> list[Check]:
         out.append(exact(name, sh, "swizzled scales", download(sf), rsf))
         del wd, q, sf
 
-    # fp4_quantize: linear and swizzled, float and device global scale, a ragged row count
-    for rows, swz, dev_g in [(300, True, True), (129, False, False), (4097, True, False)]:
-        ah, ad = bf16_dev((rows, 7168), 0.5)
+    # fp4_quantize: linear and swizzled, float and device global scale, a ragged row count, and
+    # rows that end inside a warp's 1024-value task (K = 5376: 5.25 tasks; K = 656: 0.64)
+    for rows, k, swz, dev_g in [
+        (300, 7168, True, True),
+        (129, 7168, False, False),
+        (4097, 7168, True, False),
+        (257, 5376, True, False),
+        (33, 656, False, True),
+    ]:
+        ah, ad = bf16_dev((rows, k), 0.5)
         gval = np.float32(
             formats.nvfp4_global_scale_from_amax(float(np.abs(ah.astype(np.float32)).max()))
         )
         gd = cupy.asarray(np.array([gval], np.float32)) if dev_g else float(gval)
         q, sf = weights.fp4_quantize(ad, gd, is_sf_swizzled_layout=swz)
         rq, rsf = reference.fp4_quantize(ah, gval, is_sf_swizzled_layout=swz)
-        sh = f"{rows}x7168 swz={int(swz)} dev_g={int(dev_g)}"
+        sh = f"{rows}x{k} swz={int(swz)} dev_g={int(dev_g)}"
         out.append(exact("fp4_quantize", sh, "codes", download(q), rq))
         out.append(exact("fp4_quantize", sh, "scales", download(sf), rsf))
 

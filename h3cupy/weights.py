@@ -189,10 +189,10 @@ def _fp4_quantize_launch(at, gt, q, sf, swizzled: bool) -> None:
     into codes ``q`` ``[rows, K/2]`` and scales ``sf`` (linear, or 128x4-swizzled and zeroed
     first): one launch on the current stream, operands checked by the caller."""
     rows, k = at.shape
-    n_blocks = rows * (k // 16)
+    tasks = rows * -(-k // 1024)  # a warp per 1024 values of a row, 8 warps per CTA
     launch(
         _kernel("fp4_quantize_smxx", at.device),
-        max(1, min((n_blocks + _THREADS - 1) // _THREADS, 65535)),
+        max(1, min(-(-tasks // 8), 16 * arch.sm_count(at.device))),
         _THREADS,
         (ptr(at), i64(rows), i32(k), ptr(gt), ptr(q), ptr(sf), i32(int(swizzled))),
         tensors=[at, gt, q, sf],

@@ -35,11 +35,12 @@
 #   nvfp4       the NVFP4 ops (Hopper path) at every centre against their chains
 #   nvfp4-out-proj  the NVFP4 out_proj's GPU tests (single- and two-launch forms), memcheck and
 #               synccheck of both, and the op against its two-launch form and chains; ~5 minutes
-#   decode-ab   the NVFP4 decode (session 46): the GPU tests of everything that decodes NVFP4
-#               (the codec probe, the dequantization launch, both NVFP4 out_proj forms, the NVFP4
-#               pre-attention and GEMM), memcheck and synccheck of the out_proj's two forms, then
-#               the NVFP4 ops (30 replays per form) and the dequantization launch
-#               (benchmarks/dequant.py) timed in this tree and in an earlier one, twice in turn.
+#   decode-ab   the NVFP4 codecs (sessions 46-47): the GPU tests of everything that decodes or
+#               encodes NVFP4 (the codec probe, the dequantization and quantization launches, the
+#               weight helpers, both NVFP4 out_proj forms, the NVFP4 pre-attention and GEMM),
+#               memcheck and synccheck of the out_proj's two forms, then the NVFP4 ops (30
+#               replays per form) and the two launches (benchmarks/dequant.py) timed in this tree
+#               and in an earlier one, twice in turn.
 #               Needs the earlier tree in .abtree/ (`git archive REV | tar -x -C .abtree`, its
 #               modules prebuilt into .h3cache from there, both carried); ~3.5 minutes on an
 #               H100 (session 46: 201 s)
@@ -229,7 +230,8 @@ case "$MODE" in
   decode-ab)
     run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 tests/test_codec_gpu.py \
       tests/test_out_proj_gpu.py tests/test_gemm_gpu.py tests/test_weights_gpu.py \
-      tests/test_pre_attention_gpu.py tests/test_prologue_gpu.py -k "nvfp4 or codec"
+      tests/test_pre_attention_gpu.py tests/test_prologue_gpu.py \
+      -k "nvfp4 or codec or fp4_quantize or weight_helpers"
     for tool in memcheck synccheck; do
       run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
         --error-exitcode 3 python3 scripts/memcheck_ops.py --nvfp4

@@ -60,3 +60,39 @@ def test_fp4_quantize_nan_blocks(rng):
     a.view(np.uint16)[299, 7167] = 0x7FC0  # +NaN, the last block
     q, sf = weights.fp4_quantize(upload(a), float(g), is_sf_swizzled_layout=False)
     assert_nvfp4_nan_blocks(download(q), download(sf), a, g)
+
+
+@pytest.mark.parametrize(
+    "rows, k, swizzled",
+    [(257, 5376, True), (33, 656, False), (129, 7168 + 16, False), (1, 16, True)],
+)
+def test_fp4_quantize_launch_poisoned(rng, rows, k, swizzled):
+    """The quantization launch (one warp per 1024 values of a row) into caller buffers poisoned
+    with 0xFF, on rows that end inside a task (K = 5376: 5.25 tasks; 656: 0.64; 7184: one group
+    pair past 7 tasks; 16: one block): codes and scales bit-exact against formats.nvfp4_quantize
+    (SPEC section 8: NVFP4 codes and scales are bit-exact to the host quantizer). The swizzled
+    buffer's padding is zeroed first, as the launch's contract says; the linear one is all
+    poison, so a scale the launch skips reads 0xFF, which no finite block produces."""
+    import cupy
+
+    from h3cupy import formats, weights
+    from h3cupy.core import interop
+    from h3cupy.testing import download, poison
+
+    a = formats.to_bf16(rng.standard_normal((rows, k)).astype(np.float32) * 0.5)
+    g = np.float32(formats.nvfp4_global_scale_from_amax(np.abs(a.astype(np.float32)).max()))
+    want_q, want_sf = formats.nvfp4_quantize(a, g)
+    q = cupy.empty((rows, k // 2), cupy.uint8)
+    if swizzled:
+        sf = cupy.zeros(formats.swizzled_sf_nbytes(rows, k // 16), cupy.uint8)
+        want_sf = formats.swizzle_sf_128x4(want_sf)
+    else:
+        sf = cupy.empty((rows, k // 16), cupy.uint8)
+        poison(sf)
+    poison(q)
+    gd = cupy.asarray(np.array([g], np.float32))
+    at = interop.as_tensor(cupy.asarray(a), "a")
+    t = [interop.as_tensor(x, n) for x, n in ((gd, "g"), (q, "q"), (sf, "sf"))]
+    weights._fp4_quantize_launch(at, *t, swizzled)
+    np.testing.assert_array_equal(download(q), want_q)
+    np.testing.assert_array_equal(download(sf).reshape(-1), want_sf.reshape(-1))

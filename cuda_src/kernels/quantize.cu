@@ -66,24 +66,46 @@ __global__ void nvfp4_global_scale_smxx(const float* __restrict__ amax_dev, floa
 
 // NVFP4 quantization of a bf16 [rows, K] matrix (K a multiple of 16) with the global scale
 // *g: packed codes [rows, K/2], scales linear [rows, K/16] or 128x4-swizzled (the caller zeroes a
-// swizzled buffer first so that its padding bytes are 0). One thread per 16-value block.
+// swizzled buffer first so that its padding bytes are 0). The dequantization launch's shape: one
+// warp per 1024 values of a row (a task), lane l taking the 8-value groups l, l + 32, l + 64 and
+// l + 96, all four 16-byte loads in flight before the first is used. A 16-value block is two
+// adjacent lanes' groups (its amax by one shuffle), and os = g / float(sf) comes from a per-CTA
+// table (nvfp4_block_tab's): the same bits as nvfp4_block.
+// NOTE: one thread per block (two 16-byte loads at a 32-byte stride, a 64-bit division and an
+// IEEE division per block) was the form before session 47.
 __global__ void __launch_bounds__(kQuantThreads) fp4_quantize_smxx(
     const bf16_t* __restrict__ a, i64 rows, int K, const float* __restrict__ g_ptr,
     u8* __restrict__ q, u8* __restrict__ sf, int swizzled) {
-  const int n_cols = K / 16;
-  const i64 n_blocks = rows * n_cols;
+  __shared__ float os_tab[128];
   const float g = *g_ptr;
-  for (i64 b = static_cast<i64>(blockIdx.x) * kQuantThreads + threadIdx.x; b < n_blocks;
-       b += static_cast<i64>(gridDim.x) * kQuantThreads) {
-    const i64 r = b / n_cols;
-    const int c = static_cast<int>(b % n_cols);
-    const bf16_t* src = a + r * K + 16 * c;
-    float v[16];
-    unpack_bf16x8(ld16(src), *reinterpret_cast<float(*)[8]>(&v[0]));
-    unpack_bf16x8(ld16(src + 8), *reinterpret_cast<float(*)[8]>(&v[8]));
-    const Nvfp4Block blk = nvfp4_block(v, g);
-    *reinterpret_cast<uint2*>(q + r * (K / 2) + 8 * c) = blk.codes;
-    sf[swizzled ? sf_128x4_offset(r, c, n_cols) : b] = blk.sf;
+  nvfp4_os_table(os_tab, g);
+  __syncthreads();
+  constexpr int kWarps = kQuantThreads / 32;
+  const int groups = K / 8, chunks = (groups + 127) / 128, n_cols = K / 16;
+  const int lane = threadIdx.x % 32;
+  const i64 tasks = rows * chunks, stride = static_cast<i64>(gridDim.x) * kWarps;
+  for (i64 t = static_cast<i64>(blockIdx.x) * kWarps + threadIdx.x / 32; t < tasks; t += stride) {
+    const i64 r = t / chunks;
+    const int g0 = static_cast<int>(t - r * chunks) * 128 + lane;
+    uint4 v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      v[j] = g0 + 32 * j < groups ? ld16(a + r * K + 8 * (g0 + 32 * j)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      // groups is even, so a pair of lanes is wholly in or out of the row; the shuffle runs on
+      // every lane, the out-of-row ones with zeros
+      const int gi = g0 + 32 * j;
+      float f[8];
+      unpack_bf16x8(v[j], f);
+      float m = absmax_nan(0.f, f);
+      m = fmax_nan(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      const u8 s = ue4m3((m * kRcp6) * g);
+      if (gi < groups) {
+        *reinterpret_cast<u32*>(q + r * (K / 2) + 4 * gi) = nvfp4_codes_x8(f, os_tab[s]);
+        if (!(lane & 1)) sf[swizzled ? sf_128x4_offset(r, gi / 2, n_cols) : r * n_cols + gi / 2] = s;
+      }
+    }
   }
 }
 
