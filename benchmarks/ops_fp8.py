@@ -225,27 +225,35 @@ def cluster_now(op: str, m: int) -> int:
 
 def skipping(fn, names: tuple[str, ...]):
     """``fn`` with its launches of the quantize.cu kernels ``names`` skipped (in the out_proj,
-    MLP and GEMM modules): with workspaces that an earlier call filled, the rest of the op on
-    operands prepared already."""
+    MLP, GEMM and weights modules; the NVFP4 out_proj's two-launch form quantizes through
+    ``weights._fp4_quantize_launch`` since e6381c9): with workspaces that an earlier call
+    filled, the rest of the op on operands prepared already."""
+    from h3cupy import weights
     from h3cupy.ops import gemm, mlp, out_proj
     from h3cupy.weights import _kernel
 
     def call(i):
-        saved = {mod: mod.launch for mod in (gemm, mlp, out_proj)}
+        saved = {mod: mod.launch for mod in (gemm, mlp, out_proj, weights)}
+
+        skipped = []
 
         def launch(kernel, *a, **kw):
             dev = kw["tensors"][0].device if kw.get("tensors") else 0
             if any(kernel is _kernel(n, dev) for n in names):
+                skipped.append(kernel)
                 return None
             return saved[out_proj](kernel, *a, **kw)
 
         for mod in saved:
             mod.launch = launch
         try:
-            return fn(i)
+            result = fn(i)
         finally:
             for mod, real in saved.items():
                 mod.launch = real
+        if not skipped:  # a launch moved to another module would be timed silently
+            raise RuntimeError(f"skipping: no launch of {names} was made through a patched module")
+        return result
 
     return call
 
