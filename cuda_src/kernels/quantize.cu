@@ -64,6 +64,20 @@ __global__ void nvfp4_global_scale_smxx(const float* __restrict__ amax_dev, floa
   *g = __fdiv_rn(2688.f, fmax_nan(amax, kAmaxFloor));
 }
 
+// The NVFP4 codec launches' work split: a task is 1024 values (128 groups of 8) of a row of K
+// values, one warp a task, lane l taking the groups g0 + 32 j (j = 0..3) of it. Calls
+// body(r, g0) for every task of this warp, grid-strided.
+template <class Body>
+__device__ __forceinline__ void for_each_row_task(i64 rows, int K, Body body) {
+  constexpr int kWarps = kQuantThreads / 32;
+  const i64 chunks = (K / 8 + 127) / 128;
+  const i64 tasks = rows * chunks, stride = static_cast<i64>(gridDim.x) * kWarps;
+  for (i64 t = static_cast<i64>(blockIdx.x) * kWarps + threadIdx.x / 32; t < tasks; t += stride) {
+    const i64 r = t / chunks;
+    body(r, static_cast<int>(t - r * chunks) * 128 + static_cast<int>(threadIdx.x % 32));
+  }
+}
+
 // NVFP4 quantization of a bf16 [rows, K] matrix (K a multiple of 16) with the global scale
 // *g: packed codes [rows, K/2], scales linear [rows, K/16] or 128x4-swizzled (the caller zeroes a
 // swizzled buffer first so that its padding bytes are 0). The dequantization launch's shape: one
@@ -80,13 +94,9 @@ __global__ void __launch_bounds__(kQuantThreads) fp4_quantize_smxx(
   const float g = *g_ptr;
   nvfp4_os_table(os_tab, g);
   __syncthreads();
-  constexpr int kWarps = kQuantThreads / 32;
-  const int groups = K / 8, chunks = (groups + 127) / 128, n_cols = K / 16;
-  const int lane = threadIdx.x % 32;
-  const i64 tasks = rows * chunks, stride = static_cast<i64>(gridDim.x) * kWarps;
-  for (i64 t = static_cast<i64>(blockIdx.x) * kWarps + threadIdx.x / 32; t < tasks; t += stride) {
-    const i64 r = t / chunks;
-    const int g0 = static_cast<int>(t - r * chunks) * 128 + lane;
+  const int groups = K / 8, n_cols = K / 16;
+  const bool even_lane = !(threadIdx.x & 1);
+  for_each_row_task(rows, K, [&](i64 r, int g0) {
     uint4 v[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j)
@@ -103,10 +113,10 @@ __global__ void __launch_bounds__(kQuantThreads) fp4_quantize_smxx(
       const u8 s = ue4m3((m * kRcp6) * g);
       if (gi < groups) {
         *reinterpret_cast<u32*>(q + r * (K / 2) + 4 * gi) = nvfp4_codes_x8(f, os_tab[s]);
-        if (!(lane & 1)) sf[swizzled ? sf_128x4_offset(r, gi / 2, n_cols) : r * n_cols + gi / 2] = s;
+        if (even_lane) sf[swizzled ? sf_128x4_offset(r, gi / 2, n_cols) : r * n_cols + gi / 2] = s;
       }
     }
-  }
+  });
 }
 
 // NVFP4 -> bf16 without the global scale: out[r, k] = e2m1(code) * ue4m3(sf[r, k / 16]). Exact in
@@ -122,13 +132,8 @@ __global__ void __launch_bounds__(kQuantThreads) fp4_quantize_smxx(
 __global__ void __launch_bounds__(kQuantThreads) nvfp4_dequant_bf16_smxx(
     const u8* __restrict__ q, const u8* __restrict__ sf, i64 rows, int K, int swizzled,
     bf16_t* __restrict__ out) {
-  constexpr int kWarps = kQuantThreads / 32;
-  const int groups = K / 8, chunks = (groups + 127) / 128, n_cols = K / 16;
-  const int lane = threadIdx.x % 32;
-  const i64 tasks = rows * chunks, stride = static_cast<i64>(gridDim.x) * kWarps;
-  for (i64 t = static_cast<i64>(blockIdx.x) * kWarps + threadIdx.x / 32; t < tasks; t += stride) {
-    const i64 r = t / chunks;
-    const int g0 = static_cast<int>(t - r * chunks) * 128 + lane;
+  const int groups = K / 8, n_cols = K / 16;
+  for_each_row_task(rows, K, [&](i64 r, int g0) {
     u32 codes[4];
     u8 s[4];
 #pragma unroll
@@ -145,7 +150,7 @@ __global__ void __launch_bounds__(kQuantThreads) nvfp4_dequant_bf16_smxx(
       if (g < groups)
         st16(out + r * K + 8 * g, e2m1x8_scaled_bf16x8(codes[j], e4m3_to_bf16x2(s[j])));
     }
-  }
+  });
 }
 
 // dst[i, :] = src[src_row[i], :] for rows of `words` 32-bit words.
