@@ -44,6 +44,9 @@
 #               Needs the earlier tree in .abtree/ (`git archive REV | tar -x -C .abtree`, its
 #               modules prebuilt into .h3cache from there, both carried); ~3.5 minutes on an
 #               H100 (session 46: 201 s)
+#   decode-ab-short  decode-ab for a short lease: its tests, the two launches
+#               (benchmarks/dequant.py) in this tree and in .abtree/ once, the NVFP4 out_proj in this
+#               tree; no sanitizers; ~2 minutes
 #   order       the replay order's carryover: the BF16 op at P = 1 in shuffled and balanced order
 #   cublas      the kernels cuBLAS runs for the baselines on this card (torch profiler)
 #   tail        the FP8 pre-attention's tail-kernel diagnostic: its tests, then
@@ -250,6 +253,20 @@ case "$MODE" in
           --json "$OUT/dequant_${tree}_$i.json"
       done
     done
+    ;;
+  decode-ab-short)
+    run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 tests/test_codec_gpu.py \
+      tests/test_out_proj_gpu.py tests/test_gemm_gpu.py tests/test_weights_gpu.py \
+      tests/test_pre_attention_gpu.py tests/test_prologue_gpu.py \
+      -k "nvfp4 or codec or fp4_quantize or weight_helpers"
+    for tree in new old; do
+      root=$PWD
+      [ $tree = old ] && root=$PWD/.abtree
+      run 60 "$OUT/bench.log" env PYTHONPATH="$root" python3 benchmarks/dequant.py \
+        --json "$OUT/dequant_${tree}_1.json"
+    done
+    run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_out_proj --reps 30 \
+      --no-compile --json "$OUT/ab_new_1.json"
     ;;
   order)
     for i in 1 2; do
