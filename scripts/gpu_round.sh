@@ -46,7 +46,7 @@
 #               H100 (session 46: 201 s)
 #   decode-ab-short  decode-ab for a short lease: its tests, the two launches
 #               (benchmarks/dequant.py) in this tree and in .abtree/ once, the NVFP4 out_proj in this
-#               tree; no sanitizers; ~2 minutes
+#               tree; no sanitizers; ~2 minutes (H100, session 48: 128 s)
 #   order       the replay order's carryover: the BF16 op at P = 1 in shuffled and balanced order
 #   cublas      the kernels cuBLAS runs for the baselines on this card (torch profiler)
 #   tail        the FP8 pre-attention's tail-kernel diagnostic: its tests, then
