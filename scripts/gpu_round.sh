@@ -47,6 +47,9 @@
 #   decode-ab-short  decode-ab for a short lease: its tests, the two launches
 #               (benchmarks/dequant.py) in this tree and in .abtree/ once, the NVFP4 out_proj in this
 #               tree; no sanitizers; ~2 minutes (H100, session 48: 128 s)
+#   probe-nvfp4 the NVFP4 out_proj's single launch against its bare GEMM launch with timing-only
+#               builds (the a' stores dropped; only the consumers' first round; no tile waits) and
+#               the probe counters, at M = 4824 / 9648 / 38592 (scripts/probe_fused.py --op nvfp4)
 #   order       the replay order's carryover: the BF16 op at P = 1 in shuffled and balanced order
 #   cublas      the kernels cuBLAS runs for the baselines on this card (torch profiler)
 #   tail        the FP8 pre-attention's tail-kernel diagnostic: its tests, then
@@ -267,6 +270,13 @@ case "$MODE" in
     done
     run 90 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_out_proj --reps 30 \
       --no-compile --json "$OUT/ab_new_1.json"
+    ;;
+  probe-nvfp4)
+    # where the NVFP4 single launch's cost over its bare GEMM goes (scripts/probe_fused.py --op
+    # nvfp4; its builds prebuilt into .h3cache with the same --prebuild sm_90a line, or ~75 s here)
+    run 300 "$OUT/bench.log" python3 scripts/probe_fused.py --op nvfp4 --m 4824 9648 38592 \
+      --reps 20 --variant noaprime=H3_FUSED_NOAPRIME idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL \
+      nopoll=H3_FUSED_NOPOLL --json "$OUT/probe_nvfp4.json"
     ;;
   order)
     for i in 1 2; do

@@ -631,19 +631,31 @@ struct ProQuantRowsNvfp4 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at la
       const u32 codes = nvfp4_codes_x8(f, sc.os);
       *reinterpret_cast<u32*>(act_q + off / 2 + 128 * i) = codes;
       if (!(lane & 1)) act_sf[static_cast<i64>(r) * (K / 16) + 16 * i + lane / 2] = sc.sf;
+#ifndef H3_FUSED_NOAPRIME  // (timing only: the engine then reads an earlier call's a')
       st16(a_bf + off + 256 * i, e2m1x8_scaled_bf16x8(codes, e4m3_to_bf16x2(sc.sf)));
+#endif
     });
     count_row(r, lane == 0, [] { __syncwarp(); });
   }
 
   H3_DEVICE void spare(int w, int r0, u8*) const {
+#if defined(H3_FUSED_NOSPARE) || defined(H3_FUSED_IDLESPARE)
+    return;
+#endif
     const float g = *g_ptr;
     spare_warp_rows(w, r0, [&](int r, int next) { row<1>(r, g, next); });
   }
 
   H3_DEVICE void consumers(int worker, int workers, int r0) const {
+    [[maybe_unused]] u64 t0 = 0, t1 = 0;
+    H3_PROBE_NOW(t0);
+#ifdef H3_FUSED_NOSPARE
+    r0 = M;
+#endif
     const float g = *g_ptr;
     for (int r = worker; r < r0; r += workers) row<7>(r, g, M);  // (no prefetch)
+    H3_PROBE_NOW(t1);
+    if (threadIdx.x % 32 == 0) H3_PROBE_MAX(7, t1 - t0);  // [7]: the consumers' longest
   }
 };
 
