@@ -60,12 +60,8 @@ def main() -> None:
         return
 
     import cupy
-    import torch
 
-    import h3cupy
-    from benchmarks.ops_fp8 import without_quant_launch
     from h3cupy.core import arch
-    from h3cupy.testing import bench_graphs
 
     target = arch.device_target(0)
     builds = {}
@@ -103,30 +99,47 @@ def main() -> None:
 
         return call
 
-    if nv:
-        rows = nvfp4_rows(args, builds, with_build)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(rows, f, indent=1)
-        return
+    rows = (nvfp4_rows if nv else fp8_rows)(args, builds, with_build)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def op_inputs(m: int, weight_quant):
+    """attn_out, the weight quantized by ``weight_quant``, gate, gate_index and residual at M =
+    ``m`` (seeded), and the output buffer."""
+    import torch
 
     d, attn_k = 5376, 7168
+    g = torch.Generator(device="cuda").manual_seed(0)
+    attn = torch.randn(m, attn_k, device="cuda", generator=g).bfloat16()
+    wt = (torch.randn(d, attn_k, device="cuda", generator=g) * 0.01).bfloat16()
+    wquant = weight_quant(wt)
+    gate = torch.randn(9, d, device="cuda", generator=g).bfloat16()
+    idx = torch.randint(0, 9, (m,), device="cuda", dtype=torch.int32, generator=g)
+    res = torch.randn(m, d, device="cuda", generator=g).bfloat16()
+    return attn, wquant, (gate, idx, res), torch.empty_like(res)
+
+
+def fp8_rows(args, builds, with_build) -> list[dict]:
+    """The FP8 out_proj's forms per M (see the module docstring)."""
+    import torch
+
+    import h3cupy
+    from benchmarks.ops_fp8 import without_quant_launch
+    from h3cupy.ops import out_proj
+    from h3cupy.testing import bench_graphs
+
+    attn_k = 7168
     rows = []
     for m in args.m:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        attn = torch.randn(m, attn_k, device="cuda", generator=g).bfloat16()
-        wt = (torch.randn(d, attn_k, device="cuda", generator=g) * 0.01).bfloat16()
-        wq, ws = h3cupy.quantize_minimax_h3_o_weight_fp8(wt)
-        gate = torch.randn(9, d, device="cuda", generator=g).bfloat16()
-        idx = torch.randint(0, 9, (m,), device="cuda", dtype=torch.int32, generator=g)
-        res = torch.randn(m, d, device="cuda", generator=g).bfloat16()
-        out = torch.empty_like(res)
+        attn, (wq, ws), gated, out = op_inputs(m, h3cupy.quantize_minimax_h3_o_weight_fp8)
         aq = torch.empty(m, attn_k, dtype=torch.float8_e4m3fn, device="cuda")
         asc = torch.empty(m, dtype=torch.float32, device="cuda")
         flags = torch.empty(
             out_proj._flags_words(m, attn_k, True), dtype=torch.int32, device="cuda"
         )
-        ins = (attn, wq, ws, gate, idx, res)
+        ins = (attn, wq, ws, *gated)
 
         def op(i, ins=ins, out=out, aq=aq, asc=asc, flags=flags):
             return h3cupy.minimax_h3_fp8_out_proj(
@@ -146,9 +159,7 @@ def main() -> None:
         check_builds(row, builds, with_build, op, out)
         rows.append(row)
         print(json.dumps(row, indent=1), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    return rows
 
 
 def check_builds(row, builds, with_build, op, out) -> None:
@@ -190,15 +201,8 @@ def nvfp4_rows(args, builds, with_build) -> list[dict]:
     d, attn_k = 5376, 7168
     rows = []
     for m in args.m:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        attn = torch.randn(m, attn_k, device="cuda", generator=g).bfloat16()
-        wt = (torch.randn(d, attn_k, device="cuda", generator=g) * 0.01).bfloat16()
-        wq, wsf, gw = h3cupy.quantize_minimax_h3_o_weight_nvfp4(wt)
+        attn, (wq, wsf, gw), gated, out = op_inputs(m, h3cupy.quantize_minimax_h3_o_weight_nvfp4)
         ga = h3cupy.nvfp4_global_scale_from_amax(float(attn.float().abs().max()))
-        gate = torch.randn(9, d, device="cuda", generator=g).bfloat16()
-        idx = torch.randint(0, 9, (m,), device="cuda", dtype=torch.int32, generator=g)
-        res = torch.randn(m, d, device="cuda", generator=g).bfloat16()
-        out = torch.empty_like(res)
         ws = {
             "act_q": torch.empty(m, attn_k // 2, dtype=torch.uint8, device="cuda"),
             "act_sf": torch.empty(m, attn_k // 16, dtype=torch.uint8, device="cuda"),
@@ -206,7 +210,7 @@ def nvfp4_rows(args, builds, with_build) -> list[dict]:
             "workspace_w": torch.empty(d, attn_k, dtype=torch.bfloat16, device="cuda"),
         }
 
-        def op(i, out=out, ws=ws, a=(attn, wq, wsf, gw, ga, gate, idx, res)):
+        def op(i, out=out, ws=ws, a=(attn, wq, wsf, gw, ga, *gated)):
             return h3cupy.minimax_h3_nvfp4_out_proj(*a, out=out, **ws)
 
         no_w = ("nvfp4_dequant_bf16_smxx",)
