@@ -184,15 +184,22 @@ def _fp4_quantize(at: interop.Tensor, gt: interop.Tensor, swizzled: bool):
     return q, sf
 
 
+def _codec_grid(rows: int, k: int, device: int) -> int:
+    """The grid of the NVFP4 codec launches (``fp4_quantize_smxx``, ``nvfp4_dequant_bf16_smxx``;
+    quantize.cu ``for_each_row_task``): a warp per 1024 values of a row, 8 warps per CTA,
+    grid-strided beyond 16 CTAs per SM."""
+    tasks = rows * -(-k // 1024)
+    return max(1, min(-(-tasks // (_THREADS // 32)), 16 * arch.sm_count(device)))
+
+
 def _fp4_quantize_launch(at, gt, q, sf, swizzled: bool) -> None:
     """NVFP4 of the contiguous bf16 ``at`` ``[rows, K]`` under the device global scale ``gt``
     into codes ``q`` ``[rows, K/2]`` and scales ``sf`` (linear, or 128x4-swizzled and zeroed
     first): one launch on the current stream, operands checked by the caller."""
     rows, k = at.shape
-    tasks = rows * -(-k // 1024)  # a warp per 1024 values of a row, 8 warps per CTA
     launch(
         _kernel("fp4_quantize_smxx", at.device),
-        max(1, min(-(-tasks // 8), 16 * arch.sm_count(at.device))),
+        _codec_grid(rows, k, at.device),
         _THREADS,
         (ptr(at), i64(rows), i32(k), ptr(gt), ptr(q), ptr(sf), i32(int(swizzled))),
         tensors=[at, gt, q, sf],

@@ -198,6 +198,14 @@ bench_round() {  # the prologue, the GEMM engine and the BF16 pre-attention benc
 }
 not_h200() { echo "== not an H200 ($(nvidia-smi --query-gpu=name --format=csv,noheader)): nothing run"; }
 
+# the GPU tests of everything that encodes or decodes NVFP4 (decode-ab, decode-ab-short)
+nvfp4_codec_tests() {
+  run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 tests/test_codec_gpu.py \
+    tests/test_out_proj_gpu.py tests/test_gemm_gpu.py tests/test_weights_gpu.py \
+    tests/test_pre_attention_gpu.py tests/test_prologue_gpu.py \
+    -k "nvfp4 or codec or fp4_quantize or weight_helpers"
+}
+
 case "$MODE" in
   tests)
     suite_xdist
@@ -234,10 +242,7 @@ case "$MODE" in
     nvfp4_out_proj_round
     ;;
   decode-ab)
-    run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 tests/test_codec_gpu.py \
-      tests/test_out_proj_gpu.py tests/test_gemm_gpu.py tests/test_weights_gpu.py \
-      tests/test_pre_attention_gpu.py tests/test_prologue_gpu.py \
-      -k "nvfp4 or codec or fp4_quantize or weight_helpers"
+    nvfp4_codec_tests
     for tool in memcheck synccheck; do
       run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
         --error-exitcode 3 python3 scripts/memcheck_ops.py --nvfp4
@@ -258,10 +263,7 @@ case "$MODE" in
     done
     ;;
   decode-ab-short)
-    run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 tests/test_codec_gpu.py \
-      tests/test_out_proj_gpu.py tests/test_gemm_gpu.py tests/test_weights_gpu.py \
-      tests/test_pre_attention_gpu.py tests/test_prologue_gpu.py \
-      -k "nvfp4 or codec or fp4_quantize or weight_helpers"
+    nvfp4_codec_tests
     for tree in new old; do
       root=$PWD
       [ $tree = old ] && root=$PWD/.abtree

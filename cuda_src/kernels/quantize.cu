@@ -84,7 +84,7 @@ __device__ __forceinline__ void for_each_row_task(i64 rows, int K, Body body) {
 // warp per 1024 values of a row (a task), lane l taking the 8-value groups l, l + 32, l + 64 and
 // l + 96, all four 16-byte loads in flight before the first is used. A 16-value block is two
 // adjacent lanes' groups (its amax by one shuffle), and os = g / float(sf) comes from a per-CTA
-// table (nvfp4_block_tab's): the same bits as nvfp4_block.
+// table (nvfp4_scale_tab): the same bits as nvfp4_block.
 // NOTE: one thread per block (two 16-byte loads at a 32-byte stride, a 64-bit division and an
 // IEEE division per block) was the form before session 47. On an H100 it already moved 2.2-2.4
 // TB/s: the out_proj activation at 4824 / 38592 rows in 40.6 / 298 us, this form 41.3 / 279 us;
@@ -112,8 +112,8 @@ __global__ void __launch_bounds__(kQuantThreads) fp4_quantize_smxx(
       unpack_bf16x8(v[j], f);
       float m = absmax_nan(0.f, f);
       m = fmax_nan(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      const u8 s = ue4m3((m * kRcp6) * g);
-      if (gi < groups) {
+      const u8 s = nvfp4_sf(m, g);
+      if (gi < groups) {  // (os_tab[s]: nvfp4_scale_tab's lookup, kept inside the branch)
         *reinterpret_cast<u32*>(q + r * (K / 2) + 4 * gi) = nvfp4_codes_x8(f, os_tab[s]);
         if (even_lane) sf[swizzled ? sf_128x4_offset(r, gi / 2, n_cols) : r * n_cols + gi / 2] = s;
       }

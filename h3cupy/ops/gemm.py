@@ -903,14 +903,14 @@ def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool) -> None:
     """``out[r, k] = e2m1(codes[r, k]) * ue4m3(sf[r, k // 16])`` (no global scale; exact in bf16)
     for uint8 codes ``[R, K/2]``, scales linear ``[R, K/16]`` or 128x4-swizzled, bf16 ``out``
     ``[R, K]`` (checked by the caller); a launch on the current stream."""
+    from ..weights import _THREADS, _codec_grid
     from ..weights import _kernel as quant_kernel
 
     r, k = out.shape
-    tasks = r * -(-k // 1024)  # a warp per 1024 values of a row, eight warps per CTA
     launch(
         quant_kernel("nvfp4_dequant_bf16_smxx", out.device),
-        max(1, min(-(-tasks // 8), 16 * arch.sm_count(out.device))),
-        256,
+        _codec_grid(r, k, out.device),
+        _THREADS,
         (ptr(codes), ptr(sf), i64(r), i32(k), i32(1 if swizzled else 0), ptr(out)),
         tensors=[codes, sf, out],
     )

@@ -100,10 +100,21 @@ struct Nvfp4Scale {
   float os;
 };
 
+H3_DEVICE u8 nvfp4_sf(float bamax, float g) { return ue4m3((bamax * kRcp6) * g); }
+
 H3_DEVICE Nvfp4Scale nvfp4_scale(float bamax, float g) {
   Nvfp4Scale r;
-  r.sf = ue4m3((bamax * kRcp6) * g);
+  r.sf = nvfp4_sf(bamax, g);
   r.os = r.sf ? __fdiv_rn(g, e4m3_to_f32(r.sf)) : 0.f;
+  return r;
+}
+
+// The same scale with os = g / float(sf) looked up in `os_tab` (128 entries, os_tab[0] = 0),
+// built once per CTA by nvfp4_os_table: bit-identical, and no per-block IEEE division.
+H3_DEVICE Nvfp4Scale nvfp4_scale_tab(float bamax, float g, const float* os_tab) {
+  Nvfp4Scale r;
+  r.sf = nvfp4_sf(bamax, g);
+  r.os = os_tab[r.sf];
   return r;
 }
 
@@ -130,14 +141,13 @@ H3_DEVICE Nvfp4Block nvfp4_block(const float (&v)[16], float g) {
   return b;
 }
 
-// The same block with os = g / float(sf) looked up in `os_tab` (128 entries, os_tab[0] = 0),
-// built once per CTA by nvfp4_os_table: bit-identical, and no per-block IEEE division.
+// The same block through nvfp4_scale_tab.
 H3_DEVICE Nvfp4Block nvfp4_block_tab(const float (&v)[16], float g, const float* os_tab) {
+  const Nvfp4Scale sc = nvfp4_scale_tab(absmax_nan(0.f, v), g, os_tab);
   Nvfp4Block b;
-  b.sf = ue4m3((absmax_nan(0.f, v) * kRcp6) * g);
-  const float os = os_tab[b.sf];
-  b.codes = make_uint2(nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[0]), os),
-                       nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[8]), os));
+  b.sf = sc.sf;
+  b.codes = make_uint2(nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[0]), sc.os),
+                       nvfp4_codes_x8(*reinterpret_cast<const float(*)[8]>(&v[8]), sc.os));
   return b;
 }
 
