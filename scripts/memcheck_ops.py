@@ -78,8 +78,9 @@ def nvfp4_out_proj(m: int, rng) -> None:
     """The NVFP4 out_proj's Hopper path in its single-launch form (out_proj.NVFP4_FUSED_QUANT,
     session 45: attn_out's codes, scales and a' written inside the GEMM launch; at M = 3000 the
     consumer warps write rows 0..1023, the spare producer warps the rest) and its two-launch
-    form, at M (n224 tiles in clusters of two) and at M = 200 (128-column tiles alone)."""
-    default = out_proj.NVFP4_FUSED_QUANT
+    form, at M (n224 tiles in clusters of two) and at M = 200 (128-column tiles alone); then the
+    single launch without a' (out_proj.NVFP4_DECODE_A, session 49)."""
+    default = out_proj.NVFP4_FUSED_QUANT, out_proj.NVFP4_DECODE_A
     try:
         for rows in (m, 200):
             host = inputs.out_proj_inputs(rows, rows=9, rng=rng)
@@ -88,11 +89,11 @@ def nvfp4_out_proj(m: int, rng) -> None:
             ga = cupy.asarray(np.array([formats.nvfp4_global_scale_from_amax(amax)], np.float32))
             args = [cupy.asarray(host["attn_out"]), wq, wsf, gw, ga]
             args += [cupy.asarray(host[x]) for x in ("gate", "gate_index", "residual")]
-            for fused in (True, False):
-                out_proj.NVFP4_FUSED_QUANT = fused
+            for fused, dec in ((True, False), (False, False), (True, True)):
+                out_proj.NVFP4_FUSED_QUANT, out_proj.NVFP4_DECODE_A = fused, dec
                 out_proj.minimax_h3_nvfp4_out_proj(*args)
     finally:
-        out_proj.NVFP4_FUSED_QUANT = default
+        out_proj.NVFP4_FUSED_QUANT, out_proj.NVFP4_DECODE_A = default
 
 
 def clustered(m: int, rng) -> None:

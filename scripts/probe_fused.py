@@ -190,6 +190,53 @@ def check_builds(row, builds, with_build, op, out) -> None:
         }
 
 
+def decoding(op):
+    """``op`` with out_proj.NVFP4_DECODE_A set for the call."""
+    from h3cupy.ops import out_proj
+
+    def call(i):
+        old = out_proj.NVFP4_DECODE_A
+        out_proj.NVFP4_DECODE_A = True
+        try:
+            return op(i)
+        finally:
+            out_proj.NVFP4_DECODE_A = old
+
+    return call
+
+
+def check_dec(row, builds, with_build, op, dec_op, out, ws) -> None:
+    """``same_fdec``: out, act_q and act_sf of one eager call of the form without a' (into
+    poisoned buffers) against the default single launch's; the probe build's counters."""
+    import torch
+
+    with_build(None, True, op)(0)
+    want = [out.clone(), ws["act_q"].clone(), ws["act_sf"].clone()]
+    got = [out, ws["act_q"], ws["act_sf"]]
+    for b in (None, "probe"):
+        for g in got:
+            g.view(torch.uint8).fill_(0xFF)
+        counters = builds[b][1] if b else None
+        if counters is not None:
+            counters.fill(0)
+        with_build(b, True, dec_op)(0)
+        torch.cuda.synchronize()
+        name = "fdec" if b is None else f"fdec_{b}"
+        pairs = zip(got, want, strict=True)
+        row[f"same_{name}"] = all(
+            torch.equal(g.view(torch.uint8), w.view(torch.uint8)) for g, w in pairs
+        )
+        if counters is not None:
+            c = counters.get().astype(np.float64)
+            row[f"counters_{name}"] = {
+                "wait_us_per_cta": c[0] / 1e3 / 132,
+                "tiles_waited": c[1],
+                "spare_rows": c[5],
+                "spare_us_per_row": c[4] / 1e3 / max(c[5], 1),
+                "consumer_first_round_longest_us": c[7] / 1e3,
+            }
+
+
 def nvfp4_rows(args, builds, with_build) -> list[dict]:
     """The NVFP4 out_proj's forms per M (see the module docstring)."""
     import torch
@@ -223,10 +270,15 @@ def nvfp4_rows(args, builds, with_build) -> list[dict]:
         }
         for b in builds:
             fns[f"fused_only_{b}"] = with_build(b, True, skipping(op, no_w))
+        # the form without a' (out_proj.NVFP4_DECODE_A), on the default and the probe builds
+        dec_op = decoding(op)
+        fns["fdec_only"] = with_build(None, True, skipping(dec_op, no_w))
+        fns["fdec_only_probe"] = with_build("probe", True, skipping(dec_op, no_w))
         with_build(None, True, op)(0)  # a', w' and the workspaces filled before any capture
         t = bench_graphs(fns, reps=args.reps)
         row = {"M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
         check_builds(row, builds, with_build, op, out)
+        check_dec(row, builds, with_build, op, dec_op, out, ws)
         rows.append(row)
         print(json.dumps(row, indent=1), flush=True)
     return rows

@@ -335,8 +335,9 @@ def test_out_proj_nvfp4_sass():
     text = sass.disassemble(out_proj.OUT_PROJ, "sm_90a")
     ops = sass.opcodes(text)
     wg = [n for n in ops if "out_proj_nvfp4_wg" in n]
-    # n256 and n224 pairs, n128 single CTAs; each in the two-launch and the single-launch form
-    assert len(wg) == 6
+    # n256 and n224 pairs, n128 single CTAs; each in the two-launch form, the single-launch form
+    # and the single launch without a' (_fdec)
+    assert len(wg) == 9
     for name in wg:
         c = ops[name]
         assert any(o.startswith("HGMMA.64") for o in c) and any(o.startswith("UTMASTG") for o in c)
@@ -344,9 +345,14 @@ def test_out_proj_nvfp4_sass():
         # the single launch publishes each quantized row with a reduction on its tile's counter
         # (RED) and the TMA producer polls the counter with a sleep (NANOSLEEP); the two-launch
         # form has neither
-        fused = "_fused" in name
+        fused = "_fused" in name or "_fdec" in name
         assert any(o.startswith("NANOSLEEP") for o in c) == fused, name
         assert any(o.startswith("RED") for o in c) == fused, name
+        # _fdec: the consumers decode each k-tile's codes into shared memory (STS.128) and hand
+        # it to the warpgroup MMA through the async-proxy fence and a warpgroup barrier
+        if "_fdec" in name:
+            assert any(o.startswith("STS.128") for o in c), name
+            assert any(o.startswith("FENCE.VIEW.ASYNC.S") for o in c), name
     assert "HGMMA.64x224x16.F32.BF16" in text and "HGMMA.64x256x16.F32.BF16" in text
 
 

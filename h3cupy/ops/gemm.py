@@ -279,6 +279,7 @@ def wgmma_smem_bytes(
     vec: int = 0,
     boxes: int = 2,
     hook: int = 0,
+    decode_a: bool = False,
 ) -> int:
     """Dynamic shared memory of the sm_90a engine (mirrors Sm90GemmCfg in gemm_sm90.cuh): the
     stage ring, the epilogue staging (``boxes`` 8 KiB boxes per consumer warpgroup, 2 unless the
@@ -286,12 +287,14 @@ def wgmma_smem_bytes(
     tile_n bf16 if that is more), the epilogue's vector area (``vec`` bytes per consumer
     warpgroup, its kVecBytes), the barriers, the producer hooks' area (``hook`` bytes, the
     hook's kSmemBytes) and 1 KiB of alignment slack. ``wg`` consumer warpgroups own 64 rows
-    each of a ``64 * wg``-row tile."""
-    stage = (64 * wg + tile_n) * 128
+    each of a ``64 * wg``-row tile. ``decode_a``: A arrives as NVFP4 codes and scales (48 bytes
+    a row per k-tile) and each warpgroup decodes it into two bf16 buffers of 8 KiB (kDecA)."""
+    stage = (64 * wg * (48 if decode_a else 128)) + tile_n * 128
     box = boxes * 8192
     staging = wg * (max(box, 64 * tile_n * 2) if full_staging else box)
-    stages = min(6, (232448 - 1024 - staging - wg * vec - 256 - hook) // stage)
-    return stages * stage + staging + wg * vec + (2 * stages + 4) * 8 + hook + 1024
+    dec = wg * 2 * 8192 if decode_a else 0
+    stages = min(6, (232448 - 1024 - staging - dec - wg * vec - 256 - hook) // stage)
+    return stages * stage + staging + dec + wg * vec + (2 * stages + 4) * 8 + hook + 1024
 
 
 def scale_vec_bytes(cols: int) -> int:
@@ -950,6 +953,20 @@ def nvfp4_bf16_operands(
     desc_a = _tensor_map(a_bf.ptr, "bfloat16", k, m, k * 2, 128)
     desc_b = _tensor_map(w_bf.ptr, "bfloat16", k, n, k * 2, tile_n // cluster)
     return desc_a, desc_b, tile_n, cluster
+
+
+@functools.lru_cache(maxsize=64)
+def nvfp4_code_maps(aq_ptr: int, asf_ptr: int, m: int, k: int) -> tuple:
+    """The maps of an NVFP4 activation that the engine decodes itself (kDecodeA): codes
+    (uint8 ``[m, k / 2]``) in boxes of 32 bytes x 128 rows (one k-tile of 64 values) and linear
+    scales (uint8 ``[m, k / 16]``) in boxes of 16 bytes x 128 rows (the k-tile's 4 first), both
+    unswizzled."""
+    from ..core import tma
+
+    return (
+        tma.encode_2d(aq_ptr, "uint8", k // 2, m, k // 2, 32, 128),
+        tma.encode_2d(asf_ptr, "uint8", k // 16, m, k // 16, 16, 128),
+    )
 
 
 GEMM_NVFP4 = jit.ModuleSpec("kernels/gemm_nvfp4.cu", ("h3::gemm_nvfp4_smxx",))

@@ -161,6 +161,9 @@ OUT_PROJ = jit.ModuleSpec(
         "h3::out_proj_nvfp4_wg_fused_x2_sm90",
         "h3::out_proj_nvfp4_wg_fused_n224_x2_sm90",
         "h3::out_proj_nvfp4_wg_fused_sm90",
+        "h3::out_proj_nvfp4_wg_fdec_x2_sm90",
+        "h3::out_proj_nvfp4_wg_fdec_n224_x2_sm90",
+        "h3::out_proj_nvfp4_wg_fdec_sm90",
     ),
 )
 
@@ -181,6 +184,10 @@ NVFP4_HOPPER_DEFAULT = True
 #: its spare producer warps after (out_proj.cu ProQuantRowsNvfp4). False: the two-launch form
 #: (fp4_quantize's kernel, then a' dequantized by a launch of its own), kept to measure against.
 NVFP4_FUSED_QUANT = True
+#: The single-launch form without a': the engine loads act_q's codes and act_sf's scales and its
+#: consumer warps decode each k-tile into bf16 in shared memory (out_proj.cu's ``_fdec`` kernels;
+#: workspace_a is then not written). Session 49's experiment, off until measured faster.
+NVFP4_DECODE_A = False
 
 
 def gated_args(rt, gt, gstride: int, rows: int, it) -> tuple:
@@ -564,8 +571,9 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
 
     dev, m = aq.device, aq.shape[0]
     fused = src is not None
+    dec = fused and NVFP4_DECODE_A
     tile_n, cluster = gemm.nvfp4_bf16_tile(m, D, True)
-    tag = "_fused" if fused else ""
+    tag = "_fdec" if dec else "_fused" if fused else ""
     if tile_n == 224:
         name = f"h3::out_proj_nvfp4_wg{tag}_n224_x2_sm90"
     else:
@@ -579,11 +587,15 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
     desc_a, desc_b, _, _ = gemm.nvfp4_bf16_operands(
         aq, asf, wq, wsf, a_bf, w_bf, wave_tile=True, dequant_a=not fused
     )
+    desc_sf = ()
+    if dec:
+        desc_a, sf_map = gemm.nvfp4_code_maps(aq.ptr, asf.ptr, m, ATTN)
+        desc_sf = (sf_map,)
     if tile_n == 224:
         desc_out = gemm._c_map_w32(ot.ptr, D, m)
     else:
         desc_out = gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64)
-    smem = gemm.wgmma_smem_bytes(tile_n)
+    smem = gemm.wgmma_smem_bytes(tile_n, decode_a=dec)
     launch(
         kernel,
         gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev),
@@ -599,7 +611,14 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
             ptr(gw_t),
             np.float32(gw_host),
             *gated_args(rt, gt, gstride, rows, it),
-            *((ptr(src), ptr(aq), ptr(asf), ptr(a_bf), np.uint64(words.data.ptr)) if fused else ()),
+            *desc_sf,
+            *(
+                (ptr(src), ptr(aq), ptr(asf))
+                + (() if dec else (ptr(a_bf),))
+                + (np.uint64(words.data.ptr),)
+                if fused
+                else ()
+            ),
         ),
         tensors=[a_bf, w_bf, ga, rt, gt, it, ot]
         + ([gw_t] if gw_t is not None else [])

@@ -157,7 +157,7 @@ constexpr int kStagingBoxes = 2;
 constexpr int kPassCols = 64 * kStagingBoxes;
 
 template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false, int kWG = 2,
-          int kVecBytes = 0, int kBoxes = kStagingBoxes, int kHookBytes = 0>
+          int kVecBytes = 0, int kBoxes = kStagingBoxes, int kHookBytes = 0, bool kDecA = false>
 struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256 ||
                     (kFmt == 0 && kPromote == 0 && (kBN == 16 || kBN == 136)),
@@ -172,7 +172,13 @@ struct Sm90GemmCfg {
   static_assert(kBoxes == 1 || kBoxes == 2, "one or two 8 KiB staging boxes per warpgroup");
   static constexpr int kBM = 64 * kWG;  // each consumer warpgroup owns 64 rows
   static constexpr int kBKBytes = 128;  // one 128B swizzle row: 64 bf16 or 128 e4m3
-  static constexpr int kABytes = kBM * kBKBytes;
+  // kDecA (a producer hook's kDecodeA, below): a stage's A area holds the k-tile's NVFP4 codes
+  // (kBM rows of 32 bytes) and scales (kBM rows of 16 bytes, the k-tile's four first) instead of
+  // its bf16 values, and each consumer warpgroup decodes its 64 rows into one of its two bf16
+  // buffers (64 x 128 bytes, 128B-swizzled as TMA writes them) after the stage ring.
+  static constexpr int kCodeBytes = kBM * 32;
+  static constexpr int kABytes = kDecA ? kBM * 48 : kBM * kBKBytes;
+  static constexpr int kDecBytes = kDecA ? kWG * 2 * 64 * kBKBytes : 0;
   static constexpr int kBBytes = kBN * kBKBytes;
   static constexpr int kBSliceRows = kBN / kCluster;  // B rows this CTA loads (and multicasts)
   static constexpr int kStageBytes = kABytes + kBBytes;
@@ -190,10 +196,10 @@ struct Sm90GemmCfg {
   // kHookBytes: the producer hooks' own area after the barriers (ProducerSmem below)
   static_assert(kHookBytes % 16 == 0, "producer hooks' area: a multiple of 16 bytes");
   static constexpr int kRingBudget =
-      kSmemLimit - 1024 - kStagingBytes - kVecTotal - 256 - kHookBytes;
+      kSmemLimit - 1024 - kStagingBytes - kDecBytes - kVecTotal - 256 - kHookBytes;
   static constexpr int kStages = kRingBudget / kStageBytes > 6 ? 6 : kRingBudget / kStageBytes;
   // full[S], empty[S], the two ping-pong turn barriers and the two epilogue-prefetch barriers
-  static constexpr int kSmemBytes = kStages * kStageBytes + kStagingBytes + kVecTotal +
+  static constexpr int kSmemBytes = kStages * kStageBytes + kStagingBytes + kDecBytes + kVecTotal +
                                     (2 * kStages + 4) * 8 + kHookBytes + 1024;
   static constexpr int kElemsPerRow = kFmt == 0 ? 64 : 128;
   static constexpr int kStepBytes = 32;  // one wgmma k-step: k16 bf16 or k32 e4m3
@@ -324,6 +330,13 @@ struct NoProducerHooks {
 
 H3_MEMBER_OR(ProducerRegs, kProducerRegs)
 H3_MEMBER_OR(ProducerSmem, kSmemBytes)
+// `static constexpr bool kDecodeA = true`: A is NVFP4 (Sm90GemmCfg's kDecA). desc_a then maps
+// the codes (uint8 [M, K / 2], boxes of 32 x kBM bytes) and the hook's `const TmaDesc*
+// sf_map()` the linear scales (uint8 [M, K / 16], boxes of 16 x kBM bytes); the hook's
+// `decode_a(codes, sf, dec)` turns a warpgroup's 64 rows of both into bf16 at `dec` (thread
+// threadIdx.x % 128 of it: the engine then fences and barriers the warpgroup). k_bytes stays the
+// bf16 row's bytes.
+H3_MEMBER_OR(ProducerDecodeA, kDecodeA)
 
 template <class A, class B>
 struct H3SameType {
@@ -399,9 +412,12 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   static_assert(!kTail || (!kSplitK && !kPingPong), "tail split: cooperative schedule, no split-K");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kHook = ProducerSmem<Pro, 0>::value;
+  constexpr bool kDecA = ProducerDecodeA<Pro, false>::value;
+  static_assert(!kDecA || (kFmt == 0 && kPromote == 0 && !kPingPong && !kSplitK && kWG == 2),
+                "NVFP4 A: bf16 engine, cooperative schedule, no promotion, no split-K");
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster,
                           kPf || EpiFullStaging<Epi, false>::value, kWG, kVec,
-                          EpiStagingBoxes<Epi, kStagingBoxes>::value, kHook>;
+                          EpiStagingBoxes<Epi, kStagingBoxes>::value, kHook, kDecA>;
   constexpr int kLaunchRegs = (65536 / Cfg::kThreads) / 8 * 8;  // see Sm90GemmCfg's NOTE
   constexpr int kProducerRegs = ProducerRegs<Pro, Cfg::kProducerRegs>::value;
   constexpr int kConsumerRegs =
@@ -418,7 +434,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   // offset is the same in every CTA of a kernel, as multicast needs.
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<u64>(smem_raw) + 1023) & ~u64(1023));
   u8* staging = smem + S * Cfg::kStageBytes;
-  u8* vec_all = staging + Cfg::kStagingBytes;  // kVec bytes per consumer warpgroup
+  [[maybe_unused]] u8* dec_all = staging + Cfg::kStagingBytes;  // kDecA: the bf16 A buffers
+  u8* vec_all = dec_all + Cfg::kDecBytes;  // kVec bytes per consumer warpgroup
   u64* full = reinterpret_cast<u64*>(vec_all + Cfg::kVecTotal);
   u64* empty = full + S;
   u64* turn = empty + S;  // ping-pong: turn[w - 1] lets warpgroup w start its next mainloop
@@ -603,7 +620,12 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           }
 #endif
           mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
-          tma_load_2d(st, &desc_a, x, m0, &full[s]);
+          if constexpr (kDecA) {
+            tma_load_2d(st, &desc_a, (kt0 + kt) * 32, m0, &full[s]);
+            tma_load_2d(st + Cfg::kCodeBytes, pro.sf_map(), (kt0 + kt) * 4, m0, &full[s]);
+          } else {
+            tma_load_2d(st, &desc_a, x, m0, &full[s]);
+          }
           u8* bdst = st + Cfg::kABytes + rank * Cfg::kBSliceRows * Cfg::kBKBytes;
           if constexpr (kCluster == 2) {
             tma_load_2d_multicast(bdst, &desc_b, x, nslice, &full[s], 3u);
@@ -856,7 +878,21 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           H3_EP_STAMP(fw1);
           H3_EP_ACC(ep_full, fw0, fw1);
           H3_EP_ACC_IF(kt < S, ep_full_head, fw0, fw1);
-          const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
+          u32 a_base;
+          if constexpr (kDecA) {
+            // decode into buffer (it0 + kt) & 1, whose last wgmmas (two k-tiles back) have
+            // retired. (The stage is released after this k-tile's wgmmas as in the bf16 form:
+            // they read its B tile.)
+            u8* st = smem + s * Cfg::kStageBytes;
+            u8* dec = dec_all + (wg - 1) * 2 * 64 * Cfg::kBKBytes +
+                      ((it0 + kt) & 1) * 64 * Cfg::kBKBytes;
+            pro.decode_a(st + 64 * (wg - 1) * 32, st + Cfg::kCodeBytes + 64 * (wg - 1) * 16, dec);
+            fence_proxy_async_smem();
+            named_barrier_sync(wg, 128);
+            a_base = smem_addr(dec);
+          } else {
+            a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
+          }
           const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
           wgmma_fence();
           // Each k-step's descriptors are the k-tile's plus the step's offset in 16-byte units
