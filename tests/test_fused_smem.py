@@ -37,3 +37,19 @@ def test_fused_plan_keeps_four_stages():
     assert fused - plain == out_proj.FUSED_ROW_SMEM  # the same ring: no stage given up
     assert fused <= 232448
     assert out_proj.gated_smem_bytes(128, True) == out_proj.gated_smem_bytes(128, False)
+
+
+def test_decode_a_plan_keeps_the_ring():
+    # The NVFP4 single launch without a' (kDecodeA): a stage's A area is 48 bytes a row (codes
+    # and scales) instead of 128, and each consumer warpgroup has two 8 KiB bf16 buffers after
+    # the staging; the mirror must fit sm_90's opt-in limit and keep the bf16 form's four stages.
+    for tile_n in (128, 224, 256):
+        plain, dec = gemm.wgmma_smem_bytes(tile_n), gemm.wgmma_smem_bytes(tile_n, decode_a=True)
+        assert dec <= 232448, tile_n
+        stage_plain, stage_dec = (128 + tile_n) * 128, 128 * 48 + tile_n * 128
+        # the ring's stages, from each total (staging, barriers and slack are the same but for the
+        # decode buffers and the two extra barrier words per stage)
+        stages_plain = (plain - 2 * 16384 - 32 - 1024) // (stage_plain + 16)
+        stages_dec = (dec - 2 * 16384 - 32768 - 32 - 1024) // (stage_dec + 16)
+        assert stages_dec >= stages_plain, (tile_n, stages_plain, stages_dec)
+        assert stage_dec % 1024 == 0  # 128B-swizzled tiles need 1024-byte aligned stage bases

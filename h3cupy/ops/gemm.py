@@ -943,14 +943,15 @@ def nvfp4_bf16_operands(
 
     Returns:
         ``(desc_a, desc_b, tile_n, cluster)``: the A / B tensor maps and the engine variant (128 x
-        256 or 224 tiles in clusters of two above M = 256, else 128 x 128 alone).
+        256 or 224 tiles in clusters of two above M = 256, else 128 x 128 alone); desc_a None
+        when ``a_bf`` is None (only without ``dequant_a``: an engine that decodes A itself).
     """
-    (m, k), n = a_bf.shape, w_bf.shape[0]
+    (m, k), n = (aq.shape[0], 2 * aq.shape[1]), w_bf.shape[0]
     if dequant_a:
         nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
     nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
     tile_n, cluster = nvfp4_bf16_tile(m, n, wave_tile)
-    desc_a = _tensor_map(a_bf.ptr, "bfloat16", k, m, k * 2, 128)
+    desc_a = None if a_bf is None else _tensor_map(a_bf.ptr, "bfloat16", k, m, k * 2, 128)
     desc_b = _tensor_map(w_bf.ptr, "bfloat16", k, n, k * 2, tile_n // cluster)
     return desc_a, desc_b, tile_n, cluster
 

@@ -449,7 +449,8 @@ def minimax_h3_nvfp4_out_proj(
         act_q, act_sf: optional workspaces, uint8 ``[M, 3584]`` codes and ``[M, 448]`` linear
             scales of attn_out (FlashInfer's ``fp4_quantize`` with linear scales).
         workspace_a, workspace_w: optional bf16 ``[M, 7168]`` and ``[5376, 7168]`` workspaces of
-            the sm_90a path (the dequantized operands); unused elsewhere.
+            the sm_90a path (the dequantized operands); unused elsewhere, and workspace_a also in
+            the single launch without a' (:data:`NVFP4_DECODE_A`).
 
     Returns:
         ``out`` = ``bf16(residual + bf16(gate[i] * o))``, ``o = bf16(acc * alpha)``,
@@ -485,9 +486,12 @@ def minimax_h3_nvfp4_out_proj(
             f"{target}"
         )
     backend = nvfp4_backend(target)
+    fused = backend == "wgmma" and NVFP4_FUSED_QUANT
     a_bf = w_bf = None
     if backend == "wgmma":
-        a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, ATTN), at)
+        # (the form without a' writes no workspace_a: one given is checked, none is made)
+        if workspace_a is not None or not (fused and NVFP4_DECODE_A):
+            a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, ATTN), at)
         w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (D, ATTN), at)
     checks.check_disjoint(
         checks.given(
@@ -507,7 +511,6 @@ def minimax_h3_nvfp4_out_proj(
         ],
         OUT_ALIASES,
     )
-    fused = backend == "wgmma" and NVFP4_FUSED_QUANT
     if not fused:
         # Launch 1: NVFP4 of attn_out under the device global scale (linear scales).
         _fp4_quantize_launch(at, ga, aq, asf, False)
@@ -585,7 +588,7 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
         with stream([src]):
             words[: -(-m // 128)].fill(0)
     desc_a, desc_b, _, _ = gemm.nvfp4_bf16_operands(
-        aq, asf, wq, wsf, a_bf, w_bf, wave_tile=True, dequant_a=not fused
+        aq, asf, wq, wsf, None if dec else a_bf, w_bf, wave_tile=True, dequant_a=not fused
     )
     desc_sf = ()
     if dec:
@@ -620,8 +623,7 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
                 else ()
             ),
         ),
-        tensors=[a_bf, w_bf, ga, rt, gt, it, ot]
-        + ([gw_t] if gw_t is not None else [])
+        tensors=[t for t in (a_bf, w_bf, ga, rt, gt, it, ot, gw_t) if t is not None]
         + ([src, aq, asf] if fused else []),
         smem=smem,
     )
