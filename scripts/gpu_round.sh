@@ -47,10 +47,11 @@
 #   decode-ab-short  decode-ab for a short lease: its tests, the two launches
 #               (benchmarks/dequant.py) in this tree and in .abtree/ once, the NVFP4 out_proj in this
 #               tree; no sanitizers; ~2 minutes (H100, session 48: 128 s)
-#   fdec        the NVFP4 single launch without a' (session 49, out_proj.NVFP4_DECODE_A): the
-#               probe-nvfp4 probe with its fdec_only forms at M = 4824 / 9648 / 19296 / 38592,
-#               then the NVFP4 out_proj's GPU tests, memcheck and synccheck (memcheck_ops.py
-#               --nvfp4)
+#   fdec        the NVFP4 ops without a' (session 49, out_proj / pre_attention.NVFP4_DECODE_A):
+#               the probe-nvfp4 probe with its fdec_only forms at M = 4824 / 9648 / 19296 / 38592,
+#               both NVFP4 ops' GPU tests, memcheck and synccheck (memcheck_ops.py --nvfp4), then
+#               both ops with and without a' (h3 / h3_dec) against their chains; ~6 minutes
+#               estimated, so run it as GPU_ROUND_TAR=$OUT/r.tgz OUT=/tmp/r ... fdec
 #   probe-nvfp4 the NVFP4 out_proj's single launch against its bare GEMM launch with timing-only
 #               builds (the a' stores dropped; only the consumers' first round; no tile waits) and
 #               the probe counters, at M = 4824 / 9648 / 38592 (scripts/probe_fused.py --op nvfp4)
@@ -291,11 +292,14 @@ case "$MODE" in
       --reps 20 --variant noaprime=H3_FUSED_NOAPRIME idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL \
       nopoll=H3_FUSED_NOPOLL --json "$OUT/probe_nvfp4.json"
     run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 \
-      tests/test_out_proj_gpu.py -k "nvfp4"
+      tests/test_out_proj_gpu.py tests/test_pre_attention_gpu.py -k "nvfp4"
     for tool in memcheck synccheck; do
       run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
         --error-exitcode 3 python3 scripts/memcheck_ops.py --nvfp4
     done
+    # both NVFP4 ops with and without a' (h3 / h3_dec) against their chains
+    run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
+      nvfp4_out_proj --reps 20 --no-compile --json "$OUT/bench_nvfp4_dec.json"
     ;;
   order)
     for i in 1 2; do

@@ -15,7 +15,8 @@ only (pre_attention.FP8_FUSED_PROLOGUE). ``--mlp``: the MLP with FC1's single la
 tiles: the last cluster's second tile lies past M) the FP8 out_proj in both forms and the MLP
 in clusters of two (gemm.FP8_OPS_CLUSTER2_FROM_M lowered to M), and the FP8 pre-attention's
 single launch in clusters (pre_attention.FP8_PAIR_CLUSTER = 2), 3 out modes. ``--nvfp4``: the
-NVFP4 out_proj's Hopper path in both forms (also part of the default run). See
+NVFP4 out_proj's Hopper path in its three forms (also part of the default run) and the NVFP4
+pre-attention's Hopper path with and without a'. See
 memcheck_gemm.py for --report-api-errors.
 """
 
@@ -96,6 +97,48 @@ def nvfp4_out_proj(m: int, rng) -> None:
         out_proj.NVFP4_FUSED_QUANT, out_proj.NVFP4_DECODE_A = default
 
 
+def nvfp4_pre_attention(m: int, rng) -> None:
+    """The NVFP4 pre-attention's Hopper path with a' (its default) and without it
+    (pre_attention.NVFP4_DECODE_A, session 49: the GEMM decodes the prologue's codes and scales
+    in shared memory), every out mode, at M (128 x 256 tiles in clusters of two) and at M = 200
+    (128-column tiles alone)."""
+    ga = cupy.asarray(np.array([4.0], np.float32))  # (any positive scale: codes are not checked)
+    keys = inputs.QUANT_PRE_ATTENTION_KEYS
+    default = pre_attention.NVFP4_DECODE_A
+    wq = None
+    try:
+        for rows in (m, 200):
+            host = inputs.pre_attention_inputs(rows, rows=9, index_dtype=np.int32, rng=rng)
+            if wq is None:  # (the weight's host quantization once)
+                w = host["qkv_weight"]
+                gw = formats.nvfp4_global_scale_from_amax(float(np.abs(w.astype(np.float32)).max()))
+                wq, wsf = formats.nvfp4_quantize(w, gw)
+                wq, wsf = cupy.asarray(wq), cupy.asarray(formats.swizzle_sf_128x4(wsf))
+            dev = {k: cupy.asarray(host[k]) for k in keys}
+            for dec in (False, True):
+                pre_attention.NVFP4_DECODE_A = dec
+                for out_mode, kw in (
+                    ("bf16", {}),
+                    ("e4m3", dict(q_descale=0.05, k_descale=0.05, v_descale=0.05)),
+                    (
+                        "nvfp4",
+                        dict(q_global_scale=500.0, k_global_scale=500.0, v_global_scale=500.0),
+                    ),
+                ):
+                    pre_attention.minimax_h3_nvfp4_pre_attention(
+                        *(dev[k] for k in keys[:5]),
+                        wq,
+                        wsf,
+                        float(gw),
+                        ga,
+                        *(dev[k] for k in keys[5:]),
+                        out_mode=out_mode,
+                        **kw,
+                    )
+    finally:
+        pre_attention.NVFP4_DECODE_A = default
+
+
 def clustered(m: int, rng) -> None:
     """The FP8 out_proj (single launch and two launches) and the MLP on clusters of two, and the
     FP8 pre-attention's single launch in clusters, every out mode (``--clusters``)."""
@@ -142,8 +185,12 @@ def main() -> None:
         return
     if "--nvfp4" in sys.argv[1:]:
         nvfp4_out_proj(m, rng)
+        nvfp4_pre_attention(m, rng)
         cupy.cuda.Device().synchronize()
-        print(f"memcheck_ops: the NVFP4 out_proj's two forms at M = {m} and 200")
+        print(
+            f"memcheck_ops: the NVFP4 out_proj's three forms and the NVFP4 pre-attention's two "
+            f"at M = {m} and 200"
+        )
         return
     if "--mlp" in sys.argv[1:]:
         mlp_fc1_single_launch(m, rng)

@@ -364,13 +364,17 @@ def test_pre_attention_nvfp4_sass():
 
     for target, op in (("sm_120a", "OMMA.SF.16864.F32.E2M1.E2M1.UE4M3.4X"), ("sm_90a", "HMMA")):
         ops = sass.opcodes(sass.disassemble(pre_attention.PRE_ATTENTION_NVFP4, target))
-        assert len(ops) == 9
+        assert len(ops) == len(pre_attention.PRE_ATTENTION_NVFP4.names) == 15
         for name, c in ops.items():
             if "nvfp4_wg" in name:
                 if target == "sm_90a":
                     assert any(o.startswith("HGMMA.64") for o in c), sorted(c)
                     assert any(o.startswith("UTMASTG.2D") for o in c), sorted(c)
                     assert not any(o.startswith(("LDL", "STL")) for o in c), name
+                    # _dec: the k-tile's codes decoded into shared memory for the MMAs
+                    if "_dec" in name:
+                        assert any(o.startswith("STS.128") for o in c), name
+                        assert any(o.startswith("FENCE.VIEW.ASYNC.S") for o in c), name
                 continue
             assert sum(k for o, k in c.items() if o.startswith(op)) >= 32, (target, sorted(c))
 

@@ -601,36 +601,20 @@ __global__ void __launch_bounds__(384, 1) out_proj_nvfp4_wg_sm90(H3_OPNV_PARAMS)
 // the two-launch form. The weight's w' is a launch of its own before this one.
 //
 // kDec (the `_fdec` kernels): no a'. The engine's A loads are act_q's codes and act_sf's scales
-// (kDecodeA, h3/gemm_sm90.cuh), and decode_a turns each stage's into the warpgroup's bf16 tile
-// in shared memory: the same a' bits (e2m1x8_scaled_bf16x8, the decoder of the a' stores),
-// without a''s 14 KiB a row written and read back through L2 by every column tile.
+// and its consumers decode each stage's into their bf16 tile in shared memory (Nvfp4DecodeA,
+// h3/gemm_sm90.cuh): the same a' bits without a''s 14 KiB a row written, then read back through
+// L2 by every column tile.
 template <bool kDec = false>
-struct ProQuantRowsNvfp4 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at launch; M
-  const bf16_t* __restrict__ src;       // attn_out [M, K]
-  u8* act_q;                            // [M, K / 2]
-  u8* act_sf;                           // [M, K / 16], linear
-  bf16_t* a_bf;                         // [M, K] (kDec: unused)
-  const float* __restrict__ g_ptr;      // the activation's global scale, fp32 [1]
+struct ProQuantRowsNvfp4 : ReadyRows, Nvfp4DecodeA {  // tile_rows [ceil(M / 128)], zero at
+                                                       // launch; M; (kDec) act_sf's map
+  const bf16_t* __restrict__ src;   // attn_out [M, K]
+  u8* act_q;                        // [M, K / 2]
+  u8* act_sf;                       // [M, K / 16], linear
+  bf16_t* a_bf;                     // [M, K] (kDec: unused)
+  const float* __restrict__ g_ptr;  // the activation's global scale, fp32 [1]
   int K;
-  const TmaDesc* sf_desc = nullptr;  // kDec: act_sf's map, boxes of 16 x 128 bytes
 
   static constexpr bool kDecodeA = kDec;
-  H3_DEVICE const TmaDesc* sf_map() const { return sf_desc; }
-
-  // kDec: thread t (of the warpgroup's 128) decodes row t / 2 of its 64, values 32 (t % 2) ..
-  // + 31 of the k-tile: 16 bytes of codes, two scales (the row's scale bytes 2 (t % 2) and + 1),
-  // four 16-byte chunks into the 128B-swizzled row (chunk c of row r at 16 (c ^ (r % 8))).
-  H3_DEVICE void decode_a(const u8* codes, const u8* sf, u8* dec) const {
-    const int t = threadIdx.x % 128, r = t >> 1, h = t & 1;
-    const uint4 c = lds_u128(smem_addr(codes + r * 32 + h * 16));
-    const u32 s4 = lds_u32(smem_addr(sf + r * 16)) >> (16 * h);
-    const u32 s0 = e4m3_to_bf16x2(static_cast<u8>(s4)), s1 = e4m3_to_bf16x2(static_cast<u8>(s4 >> 8));
-    const u32 row = smem_addr(dec) + r * 128, x = r & 7;
-    sts_u128(row + (((4 * h + 0) ^ x) << 4), e2m1x8_scaled_bf16x8(c.x, s0));
-    sts_u128(row + (((4 * h + 1) ^ x) << 4), e2m1x8_scaled_bf16x8(c.y, s0));
-    sts_u128(row + (((4 * h + 2) ^ x) << 4), e2m1x8_scaled_bf16x8(c.z, s1));
-    sts_u128(row + (((4 * h + 3) ^ x) << 4), e2m1x8_scaled_bf16x8(c.w, s1));
-  }
 
   // Row r by the calling warp, kB loads per lane in flight (K a multiple of 256); the row
   // `next` (when below M) prefetched into L2 first.
@@ -690,8 +674,8 @@ struct ProQuantRowsNvfp4 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at la
       NAME(H3_OPNV_PARAMS, const bf16_t* __restrict__ attn_out, u8* act_q, u8* act_sf,        \
            bf16_t* a_bf, u32* tile_rows) {                                                    \
     H3_OPNV_EPI;                                                                              \
-    const ProQuantRowsNvfp4<> pro{{tile_rows, M}, attn_out, act_q, act_sf, a_bf, ga_ptr,      \
-                                  k_bytes / 2};                                               \
+    const ProQuantRowsNvfp4<> pro{                                                            \
+        {tile_rows, M}, {nullptr}, attn_out, act_q, act_sf, a_bf, ga_ptr, k_bytes / 2};       \
     gemm_sm90_body<0, BN, 0, CLUSTER, EpiGatedResidual<false, true>, false,                    \
                    ProQuantRowsNvfp4<>>(desc_a, desc_b, M, N, k_bytes, epi, pro);              \
   }
@@ -706,8 +690,8 @@ H3_OPNV_FUSED(out_proj_nvfp4_wg_fused_sm90, , 1, 128)
       NAME(H3_OPNV_PARAMS, const __grid_constant__ TmaDesc desc_sf,                            \
            const bf16_t* __restrict__ attn_out, u8* act_q, u8* act_sf, u32* tile_rows) {      \
     H3_OPNV_EPI;                                                                              \
-    const ProQuantRowsNvfp4<true> pro{{tile_rows, M}, attn_out, act_q,  act_sf, nullptr,      \
-                                      ga_ptr,         k_bytes / 2, &desc_sf};                 \
+    const ProQuantRowsNvfp4<true> pro{                                                        \
+        {tile_rows, M}, {&desc_sf}, attn_out, act_q, act_sf, nullptr, ga_ptr, k_bytes / 2};   \
     gemm_sm90_body<0, BN, 0, CLUSTER, EpiGatedResidual<false, true>, false,                    \
                    ProQuantRowsNvfp4<true>>(desc_a, desc_b, M, N, k_bytes, epi, pro);          \
   }

@@ -69,7 +69,12 @@ PRE_ATTENTION_FP8_MMA = jit.ModuleSpec(
 PRE_ATTENTION_NVFP4 = jit.ModuleSpec(
     "kernels/pre_attention_nvfp4.cu",
     tuple(f"h3::pre_attention_nvfp4_smxx<{mode}>" for mode in range(3))
-    + tuple(f"h3::pre_attention_nvfp4_wg{c}_sm90<{m}>" for m in range(3) for c in ("_x2", "")),
+    + tuple(
+        f"h3::pre_attention_nvfp4_wg{d}{c}_sm90<{m}>"
+        for d in ("", "_dec")
+        for m in range(3)
+        for c in ("_x2", "")
+    ),
 )
 
 #: GEMM back end: "auto" (wgmma on sm_90a, mma.sync on sm_120a), "wgmma" or "mma" (the TMA-fed
@@ -177,6 +182,10 @@ BF16_FUSED_PROLOGUE = True
 #: operands) on sm_90a; False runs the in-register emulation (a correctness vehicle) there.
 #: True since the Hopper path passed on the H200 (2026-12-01, tests/test_pre_attention_gpu.py).
 NVFP4_HOPPER_DEFAULT = True
+#: The NVFP4 op's Hopper path without a': its GEMM loads the prologue's codes and scales and
+#: decodes each k-tile into bf16 in shared memory (pre_attention_nvfp4.cu's ``_dec`` kernels), so
+#: the a' launch goes and workspace_a is not written. Session 49; off until run on a GPU.
+NVFP4_DECODE_A = False
 
 
 def gemm_backend(target: str, hopper_auto: bool = True) -> str:
@@ -872,9 +881,12 @@ def minimax_h3_nvfp4_pre_attention(
         )
 
     backend = nvfp4_backend(target)
+    dec = backend == "wgmma" and NVFP4_DECODE_A
     a_bf = w_bf = None
     if backend == "wgmma":
-        a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, D), xt)
+        # (the form without a' writes no workspace_a: one given is checked, none is made)
+        if workspace_a is not None or not dec:
+            a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, D), xt)
         w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (QKV_ROWS, D), xt)
     _qkv_disjoint(
         out_mode,
@@ -898,11 +910,19 @@ def minimax_h3_nvfp4_pre_attention(
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "nvfp4", None, aq, asf, ga)
     mode = OUT_MODES.index(out_mode)
     if backend == "wgmma":
-        # Launches 2 and 3: a' and w' (exact bf16); 4: the bf16 engine with the epilogue.
-        desc_a, desc_b, tile_n, cluster = gemm.nvfp4_bf16_operands(aq, asf, wq, wsf, a_bf, w_bf)
-        name = f"h3::pre_attention_nvfp4_wg{'_x2' if cluster == 2 else ''}_sm90<{mode}>"
+        # Launches 2 and 3: a' (not with NVFP4_DECODE_A) and w' (exact bf16); 4: the bf16
+        # engine with the epilogue.
+        desc_a, desc_b, tile_n, cluster = gemm.nvfp4_bf16_operands(
+            aq, asf, wq, wsf, None if dec else a_bf, w_bf, dequant_a=not dec
+        )
+        desc_sf = ()
+        if dec:
+            desc_a, sf_map = gemm.nvfp4_code_maps(aq.ptr, asf.ptr, m, D)
+            desc_sf = (sf_map,)
+        tag = ("_dec" if dec else "") + ("_x2" if cluster == 2 else "")
+        name = f"h3::pre_attention_nvfp4_wg{tag}_sm90<{mode}>"
         kernel = jit.get_kernel(PRE_ATTENTION_NVFP4, name, target)
-        smem = gemm.wgmma_smem_bytes(tile_n)
+        smem = gemm.wgmma_smem_bytes(tile_n, decode_a=dec)
         launch(
             kernel,
             gemm.engine_grid(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev),
@@ -924,8 +944,10 @@ def minimax_h3_nvfp4_pre_attention(
                 f32(gw_host),
                 f32(alpha_host),
                 *_mode_args(sfs, scal),
+                *desc_sf,
             ),
-            tensors=[a_bf, w_bf, ga, qn, kn, cs, *outs]
+            tensors=[t for t in (a_bf, w_bf, ga, qn, kn, cs) if t is not None]
+            + [*outs]
             + _mode_tensors(sfs, scal)
             + [t for t in (gw_t, alpha_t) if t is not None],
             smem=smem,

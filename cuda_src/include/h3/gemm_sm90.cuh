@@ -338,6 +338,29 @@ H3_MEMBER_OR(ProducerSmem, kSmemBytes)
 // bf16 row's bytes.
 H3_MEMBER_OR(ProducerDecodeA, kDecodeA)
 
+// The NVFP4 A operand's part of a hook (kDecodeA; derive from it): act_sf's map and the decode.
+// Thread t of the warpgroup's 128 decodes row t / 2 of its 64, values 32 (t % 2) .. + 31 of the
+// k-tile: 16 bytes of codes, two scales (bytes 2 (t % 2) and + 1 of the row's 16), four
+// e2m1x8_scaled_bf16x8 (the a' stores' decoder, so the bf16 values are the same bits), four
+// 16-byte chunks into the 128B-swizzled row (chunk c of row r at 16 (c ^ (r % 8))).
+struct Nvfp4DecodeA {
+  const TmaDesc* sf_desc;  // act_sf's map, boxes of 16 x 128 bytes (gemm.nvfp4_code_maps)
+
+  static constexpr bool kDecodeA = true;
+  H3_DEVICE const TmaDesc* sf_map() const { return sf_desc; }
+  H3_DEVICE void decode_a(const u8* codes, const u8* sf, u8* dec) const {
+    const int t = threadIdx.x % 128, r = t >> 1, h = t & 1;
+    const uint4 c = lds_u128(smem_addr(codes + r * 32 + h * 16));
+    const u32 s4 = lds_u32(smem_addr(sf + r * 16)) >> (16 * h);
+    const u32 s0 = e4m3_to_bf16x2(static_cast<u8>(s4)), s1 = e4m3_to_bf16x2(static_cast<u8>(s4 >> 8));
+    const u32 row = smem_addr(dec) + r * 128, x = r & 7;
+    sts_u128(row + (((4 * h + 0) ^ x) << 4), e2m1x8_scaled_bf16x8(c.x, s0));
+    sts_u128(row + (((4 * h + 1) ^ x) << 4), e2m1x8_scaled_bf16x8(c.y, s0));
+    sts_u128(row + (((4 * h + 2) ^ x) << 4), e2m1x8_scaled_bf16x8(c.z, s1));
+    sts_u128(row + (((4 * h + 3) ^ x) << 4), e2m1x8_scaled_bf16x8(c.w, s1));
+  }
+};
+
 template <class A, class B>
 struct H3SameType {
   static constexpr bool value = false;
