@@ -84,16 +84,17 @@ template <int kOut>
 __global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
     pre_attention_nvfp4_wg_dec_x2_sm90(H3_PANV_PARAMS, const __grid_constant__ TmaDesc desc_sf) {
   H3_PANV_EPI;
-  const EpiTwoHeads<EpiPreAttnQkv<kOut, WgYAlpha>> epi2{epi};
-  gemm_sm90_body<0, 256, 0, 2, decltype(epi2), false, PaNvfp4A>(
-      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi2, PaNvfp4A{{}, {&desc_sf}});
+  using Epi2 = EpiTwoHeads<EpiPreAttnQkv<kOut, WgYAlpha>>;
+  const Epi2 epi2{epi};
+  gemm_sm90_body<0, 256, 0, 2, Epi2, false, PaNvfp4A>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes,
+                                                     epi2, PaNvfp4A{{}, {&desc_sf}});
 }
 
 template <int kOut>
 __global__ void __launch_bounds__(384, 1)
     pre_attention_nvfp4_wg_dec_sm90(H3_PANV_PARAMS, const __grid_constant__ TmaDesc desc_sf) {
   H3_PANV_EPI;
-  gemm_sm90_body<0, 128, 0, 1, decltype(epi), false, PaNvfp4A>(
+  gemm_sm90_body<0, 128, 0, 1, EpiPreAttnQkv<kOut, WgYAlpha>, false, PaNvfp4A>(
       desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, PaNvfp4A{{}, {&desc_sf}});
 }
 
