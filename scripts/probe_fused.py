@@ -20,7 +20,10 @@ launch alone (the quantization and both dequantizations skipped: a' and w' from 
 call), and the single launch without the w' launch on each build. Useful variants:
 ``noaprime=H3_FUSED_NOAPRIME`` (the a' stores dropped), ``idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL``
 (only the consumers' first round quantizes), ``nopoll=H3_FUSED_NOPOLL`` (no tile waits). Those
-read an earlier call's a' (the same bytes, as every call quantizes the same attn_out).
+read an earlier call's a' (the same bytes, as every call quantizes the same attn_out). Also
+timed: ``fdec_only`` (and ``fdec_only_probe``), the single launch without a'
+(out_proj.NVFP4_DECODE_A, session 49), whose out / act_q / act_sf bytes are compared with the
+default form's (``same_fdec``, ``same_fdec_probe``).
 """
 
 from __future__ import annotations
@@ -178,31 +181,21 @@ def check_builds(row, builds, with_build, op, out) -> None:
         row[f"same_{b}"] = bool(torch.equal(out.view(torch.int16), want.view(torch.int16)))
         if counters is None:
             continue
-        c = counters.get().astype(np.float64)
-        row[f"counters_{b}"] = {
-            "wait_us_per_cta": c[0] / 1e3 / 132,
-            "tiles_waited": c[1],
-            "poll_us_per_tile": c[2] / 1e3 / max(c[3], 1),
-            "spare_rows": c[5],
-            "spare_us_per_row": c[4] / 1e3 / max(c[5], 1),
-            "spare_longest_us": c[6] / 1e3,
-            "consumer_first_round_longest_us": c[7] / 1e3,
-        }
+        row[f"counters_{b}"] = counter_fields(counters)
 
 
-def decoding(op):
-    """``op`` with out_proj.NVFP4_DECODE_A set for the call."""
-    from h3cupy.ops import out_proj
-
-    def call(i):
-        old = out_proj.NVFP4_DECODE_A
-        out_proj.NVFP4_DECODE_A = True
-        try:
-            return op(i)
-        finally:
-            out_proj.NVFP4_DECODE_A = old
-
-    return call
+def counter_fields(counters) -> dict:
+    """The probe counters (ready_rows.cuh's h3_probe) of one launch, in microseconds and counts."""
+    c = counters.get().astype(np.float64)
+    return {
+        "wait_us_per_cta": c[0] / 1e3 / 132,
+        "tiles_waited": c[1],
+        "poll_us_per_tile": c[2] / 1e3 / max(c[3], 1),
+        "spare_rows": c[5],
+        "spare_us_per_row": c[4] / 1e3 / max(c[5], 1),
+        "spare_longest_us": c[6] / 1e3,
+        "consumer_first_round_longest_us": c[7] / 1e3,
+    }
 
 
 def check_dec(row, builds, with_build, op, dec_op, out, ws) -> None:
@@ -227,14 +220,7 @@ def check_dec(row, builds, with_build, op, dec_op, out, ws) -> None:
             torch.equal(g.view(torch.uint8), w.view(torch.uint8)) for g, w in pairs
         )
         if counters is not None:
-            c = counters.get().astype(np.float64)
-            row[f"counters_{name}"] = {
-                "wait_us_per_cta": c[0] / 1e3 / 132,
-                "tiles_waited": c[1],
-                "spare_rows": c[5],
-                "spare_us_per_row": c[4] / 1e3 / max(c[5], 1),
-                "consumer_first_round_longest_us": c[7] / 1e3,
-            }
+            row[f"counters_{name}"] = counter_fields(counters)
 
 
 def nvfp4_rows(args, builds, with_build) -> list[dict]:
@@ -242,7 +228,8 @@ def nvfp4_rows(args, builds, with_build) -> list[dict]:
     import torch
 
     import h3cupy
-    from benchmarks.ops_fp8 import skipping
+    from benchmarks.ops_fp8 import skipping, with_setting
+    from h3cupy.ops import out_proj
     from h3cupy.testing import bench_graphs
 
     d, attn_k = 5376, 7168
@@ -271,7 +258,7 @@ def nvfp4_rows(args, builds, with_build) -> list[dict]:
         for b in builds:
             fns[f"fused_only_{b}"] = with_build(b, True, skipping(op, no_w))
         # the form without a' (out_proj.NVFP4_DECODE_A), on the default and the probe builds
-        dec_op = decoding(op)
+        dec_op = with_setting(out_proj, "NVFP4_DECODE_A", True, op)
         fns["fdec_only"] = with_build(None, True, skipping(dec_op, no_w))
         fns["fdec_only_probe"] = with_build("probe", True, skipping(dec_op, no_w))
         with_build(None, True, op)(0)  # a', w' and the workspaces filled before any capture
