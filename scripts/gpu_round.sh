@@ -175,12 +175,15 @@ nvfp4_out_proj_round() {  # the NVFP4 out_proj's single launch (session 45): its
                          # its chains at every centre, 20 timed replays per form; ~5 minutes
   run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 \
     tests/test_out_proj_gpu.py -k "nvfp4"
+  nvfp4_sanitizers
+  run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_out_proj --reps 20 \
+    --json "$OUT/bench_nvfp4_out_proj.json"
+}
+nvfp4_sanitizers() {  # memcheck and synccheck of the NVFP4 ops' Hopper forms
   for tool in memcheck synccheck; do
     run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
       --error-exitcode 3 python3 scripts/memcheck_ops.py --nvfp4
   done
-  run 200 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_out_proj --reps 20 \
-    --json "$OUT/bench_nvfp4_out_proj.json"
 }
 quick_tests() {  # the GPU tests of the host-side paths (see the mode list above)
   run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 tests/test_out_proj_gpu.py \
@@ -248,10 +251,7 @@ case "$MODE" in
     ;;
   decode-ab)
     nvfp4_codec_tests
-    for tool in memcheck synccheck; do
-      run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
-        --error-exitcode 3 python3 scripts/memcheck_ops.py --nvfp4
-    done
+    nvfp4_sanitizers
     for i in 1 2; do
       for tree in new old; do
         root=$PWD
@@ -293,10 +293,7 @@ case "$MODE" in
       nopoll=H3_FUSED_NOPOLL --json "$OUT/probe_nvfp4.json"
     run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 \
       tests/test_out_proj_gpu.py tests/test_pre_attention_gpu.py -k "nvfp4"
-    for tool in memcheck synccheck; do
-      run 150 "$OUT/memcheck.log" compute-sanitizer --tool $tool --report-api-errors no \
-        --error-exitcode 3 python3 scripts/memcheck_ops.py --nvfp4
-    done
+    nvfp4_sanitizers
     # both NVFP4 ops with and without a' (h3 / h3_dec) against their chains
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
       nvfp4_out_proj --reps 20 --no-compile --json "$OUT/bench_nvfp4_dec.json"

@@ -928,7 +928,16 @@ def nvfp4_bf16_tile(m: int, n: int, wave_tile: bool) -> tuple[int, int]:
 
 
 def nvfp4_bf16_operands(
-    aq, asf, wq, wsf, a_bf, w_bf, *, wave_tile: bool = False, dequant_a: bool = True
+    aq,
+    asf,
+    wq,
+    wsf,
+    a_bf,
+    w_bf,
+    *,
+    wave_tile: bool = False,
+    dequant_a: bool = True,
+    decode_a: bool = False,
 ):
     """The Hopper NVFP4 path's operands (the pre-attention and out_proj ops): ``a' = e2m1 * sf``
     of the activation (linear scales) into ``a_bf`` [M, K] and of the weight (128x4-swizzled
@@ -940,20 +949,25 @@ def nvfp4_bf16_operands(
             two heads per fragment).
         dequant_a: launch the dequantization of a' (False: the GEMM launch writes a' itself, the
             NVFP4 out_proj's single-launch form).
+        decode_a: the engine decodes A itself (kDecodeA; no a', ``a_bf`` unused, may be None):
+            desc_a maps the codes and the scales' map is returned too (:func:`nvfp4_code_maps`).
 
     Returns:
-        ``(desc_a, desc_b, tile_n, cluster)``: the A / B tensor maps and the engine variant (128 x
-        256 or 224 tiles in clusters of two above M = 256, else 128 x 128 alone); desc_a None
-        when ``a_bf`` is None (only without ``dequant_a``: an engine that decodes A itself).
+        ``(desc_a, desc_b, tile_n, cluster, extra)``: the A / B tensor maps, the engine variant
+        (128 x 256 or 224 tiles in clusters of two above M = 256, else 128 x 128 alone) and the
+        kernel's trailing map arguments: ``(sf map,)`` with ``decode_a``, else ``()``.
     """
     (m, k), n = (aq.shape[0], 2 * aq.shape[1]), w_bf.shape[0]
-    if dequant_a:
+    if dequant_a and not decode_a:
         nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
     nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
     tile_n, cluster = nvfp4_bf16_tile(m, n, wave_tile)
-    desc_a = None if a_bf is None else _tensor_map(a_bf.ptr, "bfloat16", k, m, k * 2, 128)
     desc_b = _tensor_map(w_bf.ptr, "bfloat16", k, n, k * 2, tile_n // cluster)
-    return desc_a, desc_b, tile_n, cluster
+    if decode_a:
+        desc_a, desc_sf = nvfp4_code_maps(aq.ptr, asf.ptr, m, k)
+        return desc_a, desc_b, tile_n, cluster, (desc_sf,)
+    desc_a = _tensor_map(a_bf.ptr, "bfloat16", k, m, k * 2, 128)
+    return desc_a, desc_b, tile_n, cluster, ()
 
 
 @functools.lru_cache(maxsize=64)

@@ -587,13 +587,9 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
         words = workspace.scratch_words(dev, current_stream_ptr([src]), -(-m // 128))
         with stream([src]):
             words[: -(-m // 128)].fill(0)
-    desc_a, desc_b, _, _ = gemm.nvfp4_bf16_operands(
-        aq, asf, wq, wsf, None if dec else a_bf, w_bf, wave_tile=True, dequant_a=not fused
+    desc_a, desc_b, _, _, desc_sf = gemm.nvfp4_bf16_operands(
+        aq, asf, wq, wsf, a_bf, w_bf, wave_tile=True, dequant_a=not fused, decode_a=dec
     )
-    desc_sf = ()
-    if dec:
-        desc_a, sf_map = gemm.nvfp4_code_maps(aq.ptr, asf.ptr, m, ATTN)
-        desc_sf = (sf_map,)
     if tile_n == 224:
         desc_out = gemm._c_map_w32(ot.ptr, D, m)
     else:

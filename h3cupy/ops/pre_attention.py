@@ -912,13 +912,9 @@ def minimax_h3_nvfp4_pre_attention(
     if backend == "wgmma":
         # Launches 2 and 3: a' (not with NVFP4_DECODE_A) and w' (exact bf16); 4: the bf16
         # engine with the epilogue.
-        desc_a, desc_b, tile_n, cluster = gemm.nvfp4_bf16_operands(
-            aq, asf, wq, wsf, None if dec else a_bf, w_bf, dequant_a=not dec
+        desc_a, desc_b, tile_n, cluster, desc_sf = gemm.nvfp4_bf16_operands(
+            aq, asf, wq, wsf, a_bf, w_bf, decode_a=dec
         )
-        desc_sf = ()
-        if dec:
-            desc_a, sf_map = gemm.nvfp4_code_maps(aq.ptr, asf.ptr, m, D)
-            desc_sf = (sf_map,)
         tag = ("_dec" if dec else "") + ("_x2" if cluster == 2 else "")
         name = f"h3::pre_attention_nvfp4_wg{tag}_sm90<{mode}>"
         kernel = jit.get_kernel(PRE_ATTENTION_NVFP4, name, target)
