@@ -292,7 +292,8 @@ case "$MODE" in
       --reps 20 --variant noaprime=H3_FUSED_NOAPRIME idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL \
       nopoll=H3_FUSED_NOPOLL --json "$OUT/probe_nvfp4.json"
     run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 \
-      tests/test_out_proj_gpu.py tests/test_pre_attention_gpu.py -k "nvfp4"
+      tests/test_codec_gpu.py tests/test_out_proj_gpu.py tests/test_pre_attention_gpu.py \
+      -k "nvfp4"
     nvfp4_sanitizers
     # both NVFP4 ops with and without a' (h3 / h3_dec) against their chains
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \

@@ -11,7 +11,9 @@ import numpy as np
 from ..core import arch, interop, jit
 from ..core.launch import i32, launch, ptr
 
-CODEC_PROBE = jit.ModuleSpec("kernels/codec_probe.cu", ("h3::codec_probe_smxx",))
+CODEC_PROBE = jit.ModuleSpec(
+    "kernels/codec_probe.cu", ("h3::codec_probe_smxx", "h3::nvfp4_decode_a_probe_smxx")
+)
 
 
 class CodecProbe(NamedTuple):
@@ -76,3 +78,43 @@ def codec_probe(x) -> CodecProbe:
         tensors=[xt, *ts],
     )
     return CodecProbe(*outs)
+
+
+def nvfp4_decode_a_probe(codes, sf):
+    """The sm_90a engine's NVFP4 A decode (h3/gemm_sm90.cuh ``Nvfp4DecodeA::decode_a``) on one
+    warpgroup's k-tile, apart from the engine: ``codes`` uint8 ``[64, 32]`` (64 rows of 64 e2m1
+    codes, packed as act_q), ``sf`` uint8 ``[64, 16]`` (each row's first 4 bytes: the k-tile's
+    ue4m3 scales, as TMA lands act_sf's box), both contiguous ``cupy.ndarray``. Returns the
+    decoded tile as it lies in shared memory: uint8 ``[64, 128]``, 128B-swizzled (16-byte chunk c
+    of row r at chunk c ^ (r % 8)), each chunk 8 bf16 values; filled with 0xAB bytes first. Needs
+    an sm_89 or newer GPU."""
+    import cupy
+
+    for name, a, shape in (("codes", codes, (64, 32)), ("sf", sf, (64, 16))):
+        if (
+            not isinstance(a, cupy.ndarray)
+            or a.dtype != np.uint8
+            or a.shape != shape
+            or not a.flags.c_contiguous
+        ):
+            got = f"{a.dtype} {a.shape}" if hasattr(a, "dtype") else type(a).__name__
+            raise ValueError(
+                f"{name}: expected a contiguous uint8 cupy.ndarray of shape {shape}, got {got}"
+            )
+    ct, st = interop.as_tensor(codes, "codes"), interop.as_tensor(sf, "sf")
+    target = arch.device_target(ct.device)
+    if not arch.supports_fp8(target):
+        raise RuntimeError(
+            f"nvfp4_decode_a_probe needs an sm_89 or newer GPU; this one is {target}"
+        )
+    with cupy.cuda.Device(ct.device):
+        out = cupy.full((64, 128), 0xAB, cupy.uint8)
+    ot = interop.as_tensor(out, "out")
+    launch(
+        jit.get_kernel(CODEC_PROBE, "h3::nvfp4_decode_a_probe_smxx", target),
+        1,
+        128,
+        (ptr(ct), ptr(st), ptr(ot)),
+        tensors=[ct, st, ot],
+    )
+    return out
