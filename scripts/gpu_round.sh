@@ -286,11 +286,12 @@ case "$MODE" in
       nopoll=H3_FUSED_NOPOLL --json "$OUT/probe_nvfp4.json"
     ;;
   fdec)
-    # session 49: the NVFP4 single launch without a' (out_proj.NVFP4_DECODE_A): the probe (its
-    # fdec_only forms beside the default's), then the NVFP4 out_proj's GPU tests and sanitizers
+    # session 49: the NVFP4 ops without a' (NVFP4_DECODE_A): the probe (its fdec_only forms on
+    # every build; its builds prebuilt into .h3cache with the same --prebuild sm_90a line), the
+    # GPU tests and sanitizers, then both ops' forms against their chains
     run 300 "$OUT/bench.log" python3 scripts/probe_fused.py --op nvfp4 --m 4824 9648 19296 38592 \
       --reps 20 --variant noaprime=H3_FUSED_NOAPRIME idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL \
-      nopoll=H3_FUSED_NOPOLL --json "$OUT/probe_nvfp4.json"
+      nopoll=H3_FUSED_NOPOLL nodecode=H3_DEC_NODECODE --json "$OUT/probe_nvfp4.json"
     run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 \
       tests/test_codec_gpu.py tests/test_out_proj_gpu.py tests/test_pre_attention_gpu.py \
       -k "nvfp4"

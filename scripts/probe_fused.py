@@ -22,8 +22,10 @@ call), and the single launch without the w' launch on each build. Useful variant
 (only the consumers' first round quantizes), ``nopoll=H3_FUSED_NOPOLL`` (no tile waits). Those
 read an earlier call's a' (the same bytes, as every call quantizes the same attn_out). Also
 timed: ``fdec_only`` (and ``fdec_only_probe``), the single launch without a'
-(out_proj.NVFP4_DECODE_A, session 49), whose out / act_q / act_sf bytes are compared with the
-default form's (``same_fdec``, ``same_fdec_probe``).
+(out_proj.NVFP4_DECODE_A, session 49) on every build, whose out / act_q / act_sf bytes on the
+default and probe builds are compared with the default form's (``same_fdec``,
+``same_fdec_probe``); ``nodecode=H3_DEC_NODECODE`` (the decode skipped: the wgmmas read stale
+buffers) gives the decode's own cost in ``fdec_only_nodecode``.
 """
 
 from __future__ import annotations
@@ -255,12 +257,12 @@ def nvfp4_rows(args, builds, with_build) -> list[dict]:
             ),
             "fused_only": with_build(None, True, skipping(op, no_w)),
         }
-        for b in builds:
-            fns[f"fused_only_{b}"] = with_build(b, True, skipping(op, no_w))
-        # the form without a' (out_proj.NVFP4_DECODE_A), on the default and the probe builds
+        # the form without a' (out_proj.NVFP4_DECODE_A) too, on every build
         dec_op = with_setting(out_proj, "NVFP4_DECODE_A", True, op)
         fns["fdec_only"] = with_build(None, True, skipping(dec_op, no_w))
-        fns["fdec_only_probe"] = with_build("probe", True, skipping(dec_op, no_w))
+        for b in builds:
+            fns[f"fused_only_{b}"] = with_build(b, True, skipping(op, no_w))
+            fns[f"fdec_only_{b}"] = with_build(b, True, skipping(dec_op, no_w))
         with_build(None, True, op)(0)  # a', w' and the workspaces filled before any capture
         t = bench_graphs(fns, reps=args.reps)
         row = {"M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}

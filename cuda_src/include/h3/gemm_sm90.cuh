@@ -909,7 +909,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             u8* st = smem + s * Cfg::kStageBytes;
             u8* dec = dec_all + (wg - 1) * 2 * 64 * Cfg::kBKBytes +
                       ((it0 + kt) & 1) * 64 * Cfg::kBKBytes;
+#ifndef H3_DEC_NODECODE  // (timing only, probe_fused.py: the wgmmas read stale buffers)
             pro.decode_a(st + 64 * (wg - 1) * 32, st + Cfg::kCodeBytes + 64 * (wg - 1) * 16, dec);
+#endif
             fence_proxy_async_smem();
             named_barrier_sync(wg, 128);
             a_base = smem_addr(dec);
