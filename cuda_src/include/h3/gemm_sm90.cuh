@@ -340,7 +340,8 @@ H3_MEMBER_OR(ProducerDecodeA, kDecodeA)
 
 // The NVFP4 A operand's part of a hook (kDecodeA; derive from it): act_sf's map and the decode.
 // Thread t of the warpgroup's 128 decodes row t / 2 of its 64, values 32 (t % 2) .. + 31 of the
-// k-tile: 16 bytes of codes, two scales (bytes 2 (t % 2) and + 1 of the row's 16), four
+// k-tile: 16 bytes of codes, two scales (bytes 2 (t % 2) and + 1 of the row's 16 at `sf`, which
+// the engine points at the k-tile's 4 of the box's 16: TMA boxes start at 16-byte columns), four
 // e2m1x8_scaled_bf16x8 (the a' stores' decoder, so the bf16 values are the same bits), four
 // 16-byte chunks into the 128B-swizzled row (chunk c of row r at 16 (c ^ (r % 8))).
 struct Nvfp4DecodeA {
@@ -645,7 +646,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
           if constexpr (kDecA) {
             tma_load_2d(st, &desc_a, (kt0 + kt) * 32, m0, &full[s]);
-            tma_load_2d(st + Cfg::kCodeBytes, pro.sf_map(), (kt0 + kt) * 4, m0, &full[s]);
+            // (the scales' box starts at a 16-byte column: the four k-tiles' scales from
+            // (kt0 + kt) & ~3; decode_a reads the k-tile's at byte 4 ((kt0 + kt) & 3))
+            tma_load_2d(st + Cfg::kCodeBytes, pro.sf_map(), ((kt0 + kt) & ~3) * 4, m0, &full[s]);
           } else {
             tma_load_2d(st, &desc_a, x, m0, &full[s]);
           }
@@ -910,7 +913,8 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
             u8* dec = dec_all + (wg - 1) * 2 * 64 * Cfg::kBKBytes +
                       ((it0 + kt) & 1) * 64 * Cfg::kBKBytes;
 #ifndef H3_DEC_NODECODE  // (timing only, probe_fused.py: the wgmmas read stale buffers)
-            pro.decode_a(st + 64 * (wg - 1) * 32, st + Cfg::kCodeBytes + 64 * (wg - 1) * 16, dec);
+            pro.decode_a(st + 64 * (wg - 1) * 32,
+                         st + Cfg::kCodeBytes + 64 * (wg - 1) * 16 + ((kt0 + kt) & 3) * 4, dec);
 #endif
             fence_proxy_async_smem();
             named_barrier_sync(wg, 128);
