@@ -84,9 +84,10 @@ def nvfp4_decode_a_probe(codes, sf):
     """The sm_90a engine's NVFP4 A decode (h3/gemm_sm90.cuh ``Nvfp4DecodeA::decode_a``) on one
     warpgroup's k-tile, apart from the engine: ``codes`` uint8 ``[64, 32]`` (64 rows of 64 e2m1
     codes, packed as act_q), ``sf`` uint8 ``[64, 16]`` (each row's first 4 bytes: the k-tile's
-    ue4m3 scales, as TMA lands act_sf's box), both contiguous ``cupy.ndarray``. Returns the
-    decoded tile as it lies in shared memory: uint8 ``[64, 128]``, 128B-swizzled (16-byte chunk c
-    of row r at chunk c ^ (r % 8)), each chunk 8 bf16 values; filled with 0xAB bytes first. Needs
+    ue4m3 scales; the engine points decode_a at byte 4 (kt % 4) of act_sf's 16-byte box), both
+    contiguous ``cupy.ndarray``. Returns the decoded tile as it lies in shared memory: uint8
+    ``[64, 128]``, 128B-swizzled (16-byte chunk c of row r at chunk c ^ (r % 8)), each chunk 8
+    bf16 values; filled with 0xAB bytes first. Needs
     an sm_89 or newer GPU."""
     import cupy
 

@@ -974,8 +974,8 @@ def nvfp4_bf16_operands(
 def nvfp4_code_maps(aq_ptr: int, asf_ptr: int, m: int, k: int) -> tuple:
     """The maps of an NVFP4 activation that the engine decodes itself (kDecodeA): codes
     (uint8 ``[m, k / 2]``) in boxes of 32 bytes x 128 rows (one k-tile of 64 values) and linear
-    scales (uint8 ``[m, k / 16]``) in boxes of 16 bytes x 128 rows (the k-tile's 4 first), both
-    unswizzled."""
+    scales (uint8 ``[m, k / 16]``) in boxes of 16 bytes x 128 rows (loaded from column 4 (kt & ~3):
+    TMA boxes start on 16 bytes; the k-tile's 4 at byte 4 (kt % 4)), both unswizzled."""
     from ..core import tma
 
     return (

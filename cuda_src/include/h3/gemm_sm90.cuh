@@ -173,7 +173,8 @@ struct Sm90GemmCfg {
   static constexpr int kBM = 64 * kWG;  // each consumer warpgroup owns 64 rows
   static constexpr int kBKBytes = 128;  // one 128B swizzle row: 64 bf16 or 128 e4m3
   // kDecA (a producer hook's kDecodeA, below): a stage's A area holds the k-tile's NVFP4 codes
-  // (kBM rows of 32 bytes) and scales (kBM rows of 16 bytes, the k-tile's four first) instead of
+  // (kBM rows of 32 bytes) and scales (kBM rows of 16 bytes from a 16-byte column, the k-tile's
+  // four at byte 4 (kt % 4)) instead of
   // its bf16 values, and each consumer warpgroup decodes its 64 rows into one of its two bf16
   // buffers (64 x 128 bytes, 128B-swizzled as TMA writes them) after the stage ring.
   static constexpr int kCodeBytes = kBM * 32;
