@@ -47,7 +47,7 @@
 #   decode-ab-short  decode-ab for a short lease: its tests, the two launches
 #               (benchmarks/dequant.py) in this tree and in .abtree/ once, the NVFP4 out_proj in this
 #               tree; no sanitizers; ~2 minutes (H100, session 48: 128 s)
-#   fdec        the NVFP4 ops without a' (session 49, out_proj / pre_attention.NVFP4_DECODE_A):
+#   fdec        the NVFP4 ops without a' (sessions 49-50, out_proj / pre_attention.NVFP4_DECODE_A):
 #               the probe-nvfp4 probe with its fdec_only forms at M = 4824 / 9648 / 19296 / 38592,
 #               both NVFP4 ops' GPU tests, memcheck and synccheck (memcheck_ops.py --nvfp4), then
 #               both ops with and without a' (h3 / h3_dec) against their chains; ~6 minutes
@@ -294,7 +294,7 @@ case "$MODE" in
       nopoll=H3_FUSED_NOPOLL nodecode=H3_DEC_NODECODE --json "$OUT/probe_nvfp4.json"
     run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 \
       tests/test_codec_gpu.py tests/test_out_proj_gpu.py tests/test_pre_attention_gpu.py \
-      -k "nvfp4"
+      tests/test_gemm_gpu.py -k "nvfp4"
     nvfp4_sanitizers
     # both NVFP4 ops with and without a' (h3 / h3_dec) against their chains
     run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \

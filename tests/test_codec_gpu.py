@@ -115,14 +115,16 @@ def test_codec_probe_refuses_bad_input():
 
 
 def test_nvfp4_decode_a_tile(rng):
-    """The engine's NVFP4 A decode (the NVFP4_DECODE_A forms' consumer warps) on one k-tile of 64
-    rows, apart from the engine: each row's 64 values, found at their 128B-swizzled places, are
-    e2m1 x ue4m3 scale in bf16 bit for bit (formats.py), every code and scale byte drawn, a NaN
-    scale (0x7F) giving NaN for its 16 values. Locates a layout error that the ops' tests would
-    only show as wrong outputs."""
+    """The engine's NVFP4 A decode (the NVFP4_DECODE_A forms' consumer threads) on one k-tile of
+    64 rows, apart from the engine: each thread's 16 fragment registers, placed at the rows and
+    columns wgmma reads them from (the m16n8k16 A layout per warp), are e2m1 x ue4m3 scale in bf16
+    bit for bit (formats.py) in the k order that kperm_columns gives, every code and scale byte
+    drawn, a NaN scale (0x7F) giving NaN for its 16 values. Locates a layout error that the ops'
+    tests would only show as wrong outputs."""
     import cupy
 
     from h3cupy.ops.codec import nvfp4_decode_a_probe
+    from h3cupy.ops.gemm import kperm_columns
     from h3cupy.testing import download
 
     codes = rng.integers(0, 256, (64, 32), dtype=np.uint8)
@@ -131,15 +133,22 @@ def test_nvfp4_decode_a_tile(rng):
     sf[:, :4][sf[:, :4] == 0x7F] = 0x7E  # finite but for the one NaN below
     sf[5, 2] = 0x7F  # NaN: row 5, values 32..47
     got = download(nvfp4_decode_a_probe(cupy.asarray(codes), cupy.asarray(sf)))
-    rows = np.arange(64)[:, None]
-    chunk = np.arange(8)[None, :] ^ (rows % 8)  # logical chunk c lies at chunk c ^ (r % 8)
-    tile = got.reshape(64, 8, 16)[rows, chunk].reshape(64, 128).view(np.uint16)
+    # register i of thread t (warp w, lane l): k-step i // 4, a(i % 4): row 16 w + l // 4 (+ 8
+    # for a1 / a3), columns 16 (i // 4) + 2 (l % 4) (+ 8 for a2 / a3) and + 1
+    tile = np.zeros((64, 64), np.uint16)
+    for t in range(128):
+        w, lane = divmod(t, 32)
+        for i in range(16):
+            j, q = divmod(i, 4)
+            r = 16 * w + lane // 4 + 8 * (q % 2)
+            col = 16 * j + 2 * (lane % 4) + 8 * (q // 2)
+            tile[r, col], tile[r, col + 1] = got[t, i] & 0xFFFF, got[t, i] >> 16
     vals = tile.view(formats.BF16).astype(np.float32)
     scale = np.repeat(formats.ue4m3_decode(sf[:, :4]), 16, axis=1)
-    want = (formats.e2m1_decode(formats.unpack_e2m1(codes)) * scale).astype(formats.BF16)
-    want = want.astype(np.float32)
+    plain = (formats.e2m1_decode(formats.unpack_e2m1(codes)) * scale).astype(formats.BF16)
+    want = plain.astype(np.float32)[:, kperm_columns(64)]
     nan = np.isnan(want)
-    assert nan[5, 32:48].all() and nan.sum() == 16
+    assert nan.sum() == 16
     assert np.array_equal(np.isnan(vals), nan)
     # exact: a 2-bit by 4-bit significand product fits bf16; -0 for the sign code 8 kept
     assert np.array_equal(vals[~nan].view(np.uint32), want[~nan].view(np.uint32))

@@ -36,22 +36,22 @@ __global__ void __launch_bounds__(256) codec_probe_smxx(
 
 // The sm_90a engine's NVFP4 A decode (Nvfp4DecodeA::decode_a, the NVFP4_DECODE_A forms) on one
 // warpgroup's k-tile: codes [64 x 32 bytes] and scales [64 x 16 bytes] (each row's first 4 are
-// the k-tile's) staged into shared memory as TMA lands them, decoded by 128 threads into a
-// 1024-byte aligned 64 x 128-byte buffer, which is copied out as it lies (128B-swizzled), so a
-// test can check the layout and the values apart from the engine's pipeline.
+// the k-tile's) staged into shared memory as TMA lands them, decoded by 128 threads into their
+// register fragments, which thread t writes to out[16 t .. 16 t + 15] (u32 bf16 pairs), so a test
+// can check the fragment layout and the values apart from the engine's pipeline.
 __global__ void __launch_bounds__(128) nvfp4_decode_a_probe_smxx(const u8* __restrict__ codes,
                                                                   const u8* __restrict__ sf,
-                                                                  u8* __restrict__ out) {
-  __shared__ __align__(1024) u8 dec[64 * 128];
+                                                                  u32* __restrict__ out) {
   __shared__ __align__(16) u8 c_s[64 * 32];
   __shared__ __align__(16) u8 sf_s[64 * 16];
   const int t = threadIdx.x;
   for (int i = t; i < 64 * 32 / 16; i += 128) st16(c_s + 16 * i, ld16(codes + 16 * i));
   for (int i = t; i < 64 * 16 / 16; i += 128) st16(sf_s + 16 * i, ld16(sf + 16 * i));
   __syncthreads();
-  Nvfp4DecodeA{nullptr}.decode_a(c_s, sf_s, dec);
-  __syncthreads();
-  for (int i = t; i < 64 * 128 / 16; i += 128) st16(out + 16 * i, ld16(dec + 16 * i));
+  u32 a[16];
+  Nvfp4DecodeA{nullptr}.decode_a(c_s, sf_s, a);
+#pragma unroll
+  for (int i = 0; i < 16; i += 4) st16(out + 16 * t + i, make_uint4(a[i], a[i + 1], a[i + 2], a[i + 3]));
 }
 
 }  // namespace h3

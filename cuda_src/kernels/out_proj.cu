@@ -601,9 +601,9 @@ __global__ void __launch_bounds__(384, 1) out_proj_nvfp4_wg_sm90(H3_OPNV_PARAMS)
 // the two-launch form. The weight's w' is a launch of its own before this one.
 //
 // kDec (the `_fdec` kernels): no a'. The engine's A loads are act_q's codes and act_sf's scales
-// and its consumers decode each stage's into their bf16 tile in shared memory (Nvfp4DecodeA,
-// h3/gemm_sm90.cuh): the same a' bits without a''s 14 KiB a row written, then read back through
-// L2 by every column tile.
+// and its consumers decode each stage's into their wgmmas' register A fragments (Nvfp4DecodeA,
+// h3/gemm_sm90.cuh; w' in that form's k order): the same a' bits without a''s 14 KiB a row
+// written, then read back through L2 by every column tile.
 template <bool kDec = false>
 struct ProQuantRowsNvfp4 : ReadyRows, Nvfp4DecodeA {  // tile_rows [ceil(M / 128)], zero at
                                                        // launch; M; (kDec) act_sf's map

@@ -77,7 +77,8 @@ __global__ void __launch_bounds__(384, 1) pre_attention_nvfp4_wg_sm90(H3_PANV_PA
 
 // The same without a' (pre_attention.NVFP4_DECODE_A, session 49): desc_a maps the prologue's
 // codes (act_q) and desc_sf its scales (act_sf); the engine's consumers decode each k-tile into
-// bf16 in shared memory (Nvfp4DecodeA), so the a' launch and its bf16 round trip are gone.
+// their register A fragments (Nvfp4DecodeA; w' in its k order), so the a' launch and its bf16
+// round trip are gone.
 struct PaNvfp4A : NoProducerHooks, Nvfp4DecodeA {};
 
 template <int kOut>

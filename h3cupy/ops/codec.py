@@ -85,10 +85,11 @@ def nvfp4_decode_a_probe(codes, sf):
     warpgroup's k-tile, apart from the engine: ``codes`` uint8 ``[64, 32]`` (64 rows of 64 e2m1
     codes, packed as act_q), ``sf`` uint8 ``[64, 16]`` (each row's first 4 bytes: the k-tile's
     ue4m3 scales; the engine points decode_a at byte 4 (kt % 4) of act_sf's 16-byte box), both
-    contiguous ``cupy.ndarray``. Returns the decoded tile as it lies in shared memory: uint8
-    ``[64, 128]``, 128B-swizzled (16-byte chunk c of row r at chunk c ^ (r % 8)), each chunk 8
-    bf16 values; filled with 0xAB bytes first. Needs
-    an sm_89 or newer GPU."""
+    contiguous ``cupy.ndarray``. Returns the 128 threads' register fragments: uint32 ``[128, 16]``,
+    row t thread t's ``a[0..15]`` (k-step j = i / 4's a0..a3: bf16 pairs, the low half first;
+    rows and columns as h3/mma_sm90.cuh ``wgmma_step_rs`` reads them, columns in the k order of
+    :func:`h3cupy.ops.gemm.kperm_columns`); filled with 0xABABABAB first. Needs an sm_89 or newer
+    GPU."""
     import cupy
 
     for name, a, shape in (("codes", codes, (64, 32)), ("sf", sf, (64, 16))):
@@ -109,7 +110,7 @@ def nvfp4_decode_a_probe(codes, sf):
             f"nvfp4_decode_a_probe needs an sm_89 or newer GPU; this one is {target}"
         )
     with cupy.cuda.Device(ct.device):
-        out = cupy.full((64, 128), 0xAB, cupy.uint8)
+        out = cupy.full((128, 16), 0xABABABAB, cupy.uint32)
     ot = interop.as_tensor(out, "out")
     launch(
         jit.get_kernel(CODEC_PROBE, "h3::nvfp4_decode_a_probe_smxx", target),

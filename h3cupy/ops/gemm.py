@@ -288,13 +288,12 @@ def wgmma_smem_bytes(
     warpgroup, its kVecBytes), the barriers, the producer hooks' area (``hook`` bytes, the
     hook's kSmemBytes) and 1 KiB of alignment slack. ``wg`` consumer warpgroups own 64 rows
     each of a ``64 * wg``-row tile. ``decode_a``: A arrives as NVFP4 codes and scales (48 bytes
-    a row per k-tile) and each warpgroup decodes it into two bf16 buffers of 8 KiB (kDecA)."""
+    a row per k-tile), which the consumers decode into registers (kDecA)."""
     stage = (64 * wg * (48 if decode_a else 128)) + tile_n * 128
     box = boxes * 8192
     staging = wg * (max(box, 64 * tile_n * 2) if full_staging else box)
-    dec = wg * 2 * 8192 if decode_a else 0
-    stages = min(6, (232448 - 1024 - staging - dec - wg * vec - 256 - hook) // stage)
-    return stages * stage + staging + dec + wg * vec + (2 * stages + 4) * 8 + hook + 1024
+    stages = min(6, (232448 - 1024 - staging - wg * vec - 256 - hook) // stage)
+    return stages * stage + staging + wg * vec + (2 * stages + 4) * 8 + hook + 1024
 
 
 def scale_vec_bytes(cols: int) -> int:
@@ -902,10 +901,13 @@ def gemm_mma_tma(
     return interop.export(ot)
 
 
-def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool) -> None:
+def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool, kperm: bool = False) -> None:
     """``out[r, k] = e2m1(codes[r, k]) * ue4m3(sf[r, k // 16])`` (no global scale; exact in bf16)
     for uint8 codes ``[R, K/2]``, scales linear ``[R, K/16]`` or 128x4-swizzled, bf16 ``out``
-    ``[R, K]`` (checked by the caller); a launch on the current stream."""
+    ``[R, K]`` (checked by the caller); a launch on the current stream.
+
+    ``kperm``: the columns of every 64-wide k-tile in the order of the sm_90a engine's NVFP4
+    register-A form (the B operand of the ``decode_a`` forms; :func:`kperm_columns`)."""
     from ..weights import _THREADS, _codec_grid
     from ..weights import _kernel as quant_kernel
 
@@ -914,9 +916,29 @@ def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool) -> None:
         quant_kernel("nvfp4_dequant_bf16_smxx", out.device),
         _codec_grid(r, k, out.device),
         _THREADS,
-        (ptr(codes), ptr(sf), i64(r), i32(k), i32(1 if swizzled else 0), ptr(out)),
+        (
+            ptr(codes),
+            ptr(sf),
+            i64(r),
+            i32(k),
+            i32((1 if swizzled else 0) | (2 if kperm else 0)),
+            ptr(out),
+        ),
         tensors=[codes, sf, out],
     )
+
+
+def kperm_columns(k: int):
+    """The k order of the engine's NVFP4 register-A form as an index array: column ``j`` of a
+    ``kperm`` operand holds column ``kperm_columns(k)[j]`` of the plain one. Within each 64-wide
+    k-tile, code byte p (values 2p, 2p + 1) sits at 16 ((p / 2) % 4) + 8 (p % 2) + 2 (p / 8)."""
+    import numpy as np
+
+    p = np.arange(32)
+    dst = 16 * ((p // 2) % 4) + 8 * (p % 2) + 2 * (p // 8)
+    tile = np.empty(64, dtype=np.int64)
+    tile[dst], tile[dst + 1] = 2 * p, 2 * p + 1
+    return (np.arange(0, k, 64)[:, None] + tile[None, :]).reshape(-1)
 
 
 def nvfp4_bf16_tile(m: int, n: int, wave_tile: bool) -> tuple[int, int]:
@@ -949,8 +971,9 @@ def nvfp4_bf16_operands(
             two heads per fragment).
         dequant_a: launch the dequantization of a' (False: the GEMM launch writes a' itself, the
             NVFP4 out_proj's single-launch form).
-        decode_a: the engine decodes A itself (kDecodeA; no a', ``a_bf`` unused, may be None):
-            desc_a maps the codes and the scales' map is returned too (:func:`nvfp4_code_maps`).
+        decode_a: the engine decodes A itself into its register fragments (kDecodeA; no a',
+            ``a_bf`` unused, may be None): desc_a maps the codes, the scales' map is returned too
+            (:func:`nvfp4_code_maps`), and w' is written in that form's k order (``kperm``).
 
     Returns:
         ``(desc_a, desc_b, tile_n, cluster, extra)``: the A / B tensor maps, the engine variant
@@ -960,7 +983,7 @@ def nvfp4_bf16_operands(
     (m, k), n = (aq.shape[0], 2 * aq.shape[1]), w_bf.shape[0]
     if dequant_a and not decode_a:
         nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
-    nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
+    nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True, kperm=decode_a)
     tile_n, cluster = nvfp4_bf16_tile(m, n, wave_tile)
     desc_b = _tensor_map(w_bf.ptr, "bfloat16", k, n, k * 2, tile_n // cluster)
     if decode_a:

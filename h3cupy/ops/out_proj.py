@@ -185,8 +185,9 @@ NVFP4_HOPPER_DEFAULT = True
 #: (fp4_quantize's kernel, then a' dequantized by a launch of its own), kept to measure against.
 NVFP4_FUSED_QUANT = True
 #: The single-launch form without a': the engine loads act_q's codes and act_sf's scales and its
-#: consumer warps decode each k-tile into bf16 in shared memory (out_proj.cu's ``_fdec`` kernels;
-#: workspace_a is then not written). Session 49's experiment, off until measured faster.
+#: consumer threads decode each k-tile into their wgmmas' register A fragments (out_proj.cu's
+#: ``_fdec`` kernels, w' in that form's k order; workspace_a is then not written). Sessions
+#: 49-50's experiment, off until measured faster.
 NVFP4_DECODE_A = False
 
 

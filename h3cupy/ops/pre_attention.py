@@ -183,8 +183,9 @@ BF16_FUSED_PROLOGUE = True
 #: True since the Hopper path passed on the H200 (2026-12-01, tests/test_pre_attention_gpu.py).
 NVFP4_HOPPER_DEFAULT = True
 #: The NVFP4 op's Hopper path without a': its GEMM loads the prologue's codes and scales and
-#: decodes each k-tile into bf16 in shared memory (pre_attention_nvfp4.cu's ``_dec`` kernels), so
-#: the a' launch goes and workspace_a is not written. Session 49; off until run on a GPU.
+#: decodes each k-tile into its wgmmas' register A fragments (pre_attention_nvfp4.cu's ``_dec``
+#: kernels, w' in that form's k order), so the a' launch goes and workspace_a is not written.
+#: Sessions 49-50; off until measured faster.
 NVFP4_DECODE_A = False
 
 
