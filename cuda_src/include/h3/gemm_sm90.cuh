@@ -965,30 +965,25 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           for (int i = 0; i < 16; ++i) af[0][i] = af[1][i] = 0u;
         }
 #endif
-        if constexpr (kPromote == 0 && kDecA) {
-          int kt = 0;
-          for (; kt + 1 < k_tiles; kt += 2) {
-            issue(acc, kt, false, af[0]);
-            wgmma_wait<1>();
-            if (kt > 0) release(stage_of(kt - 1));
-            issue(acc, kt + 1, false, af[1]);
-            wgmma_wait<1>();
-            release(stage_of(kt));
-          }
-          if (kt < k_tiles) {
-            issue(acc, kt, false, af[0]);
-            wgmma_wait<1>();
-            if (kt > 0) release(stage_of(kt - 1));
-          }
-          wgmma_wait<0>();
-          fence_fragment(acc);
-          if (k_tiles > 0) release(stage_of(k_tiles - 1));
-        } else if constexpr (kPromote == 0) {
-          for (int kt = 0; kt < k_tiles; ++kt) {
-            issue(acc, kt, false, af[0]);
+        if constexpr (kPromote == 0) {
+          auto step = [&](int kt, u32(&a)[16]) {
+            issue(acc, kt, false, a);
             // Keep one k-tile of wgmma in flight: the previous one has completed, free its stage.
             wgmma_wait<1>();
             if (kt > 0) release(stage_of(kt - 1));
+          };
+          if constexpr (kDecA) {
+            // Whole pairs, then the odd k-tile: with the pair's second half under a condition,
+            // or a loop for the tail, ptxas cannot tell which fragment the wgmmas in flight read
+            // and serializes them all (C7513; one register quad for every k-step).
+            int kt = 0;
+            for (; kt + 1 < k_tiles; kt += 2) {
+              step(kt, af[0]);
+              step(kt + 1, af[1]);
+            }
+            if (kt < k_tiles) step(kt, af[0]);
+          } else {
+            for (int kt = 0; kt < k_tiles; ++kt) step(kt, af[0]);
           }
           wgmma_wait<0>();
           // NOTE: without the fence the compiler may hoist epilogue reads of acc above the wait;
