@@ -932,8 +932,6 @@ def kperm_columns(k: int):
     """The k order of the engine's NVFP4 register-A form as an index array: column ``j`` of a
     ``kperm`` operand holds column ``kperm_columns(k)[j]`` of the plain one. Within each 64-wide
     k-tile, code byte p (values 2p, 2p + 1) sits at 16 ((p / 2) % 4) + 8 (p % 2) + 2 (p / 8)."""
-    import numpy as np
-
     p = np.arange(32)
     dst = 16 * ((p // 2) % 4) + 8 * (p % 2) + 2 * (p // 8)
     tile = np.empty(64, dtype=np.int64)

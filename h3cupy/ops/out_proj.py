@@ -451,7 +451,8 @@ def minimax_h3_nvfp4_out_proj(
             scales of attn_out (FlashInfer's ``fp4_quantize`` with linear scales).
         workspace_a, workspace_w: optional bf16 ``[M, 7168]`` and ``[5376, 7168]`` workspaces of
             the sm_90a path (the dequantized operands); unused elsewhere, and workspace_a also in
-            the single launch without a' (:data:`NVFP4_DECODE_A`).
+            the single launch without a' (:data:`NVFP4_DECODE_A`, where workspace_w holds w' with
+            each 64-wide k-tile's columns in :func:`h3cupy.ops.gemm.kperm_columns` order).
 
     Returns:
         ``out`` = ``bf16(residual + bf16(gate[i] * o))``, ``o = bf16(acc * alpha)``,

@@ -830,7 +830,9 @@ def minimax_h3_nvfp4_pre_attention(
             device array; formed on the device when omitted (no host read).
         act_q, act_sf: optional workspaces, uint8 ``[M, 2688]`` and ``[M, 336]`` (linear).
         workspace_a, workspace_w: optional bf16 ``[M, 5376]`` and ``[21504, 5376]`` workspaces of
-            the sm_90a path (the dequantized operands); unused elsewhere.
+            the sm_90a path (the dequantized operands); unused elsewhere, and workspace_a also
+            without a' (:data:`NVFP4_DECODE_A`, where workspace_w holds w' with each 64-wide
+            k-tile's columns in :func:`h3cupy.ops.gemm.kperm_columns` order).
         The rest: as :func:`minimax_h3_fp8_pre_attention`.
 
     Returns:

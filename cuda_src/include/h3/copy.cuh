@@ -74,12 +74,6 @@ H3_DEVICE void sts_u32(u32 a, u32 v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }
 
-H3_DEVICE void sts_u128(u32 a, uint4 v) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z),
-               "r"(v.w)
-               : "memory");
-}
-
 // st.shared.u32 where `pred` holds (a predicated STS: no branch around the store)
 H3_DEVICE void sts_u32_if(u32 a, u32 v, bool pred) {
   asm volatile(

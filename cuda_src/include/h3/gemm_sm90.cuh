@@ -916,7 +916,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           H3_EP_ACC_IF(kt < S, ep_full_head, fw0, fw1);
           if constexpr (kDecA) {
             const u8* st = smem + s * Cfg::kStageBytes;
-#ifndef H3_DEC_NODECODE  // (timing only, probe_fused.py: the wgmmas read stale fragments)
+#ifndef H3_DEC_NODECODE  // (timing only, probe_fused.py: the wgmmas read zero fragments)
             pro.decode_a(st + 64 * (wg - 1) * 32,
                          st + Cfg::kCodeBytes + 64 * (wg - 1) * 16 + ((kt0 + kt) & 3) * 4, af);
 #endif
