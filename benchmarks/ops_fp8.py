@@ -476,8 +476,8 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
         h3 = fns["h3"]
         fns["h3"] = with_setting(op_mod, "BACKEND", "wgmma", h3)
         fns["h3_emulation"] = with_setting(op_mod, "BACKEND", "mma", h3)
-        # "h3_dec": the Hopper path without a' (NVFP4_DECODE_A, session 49: the GEMM decodes the
-        # activation's codes and scales in shared memory)
+        # "h3_dec": the Hopper path without a' (NVFP4_DECODE_A, sessions 49-50: the GEMM decodes
+        # the activation's codes and scales into its register A fragments)
         fns["h3_dec"] = with_setting(op_mod, "NVFP4_DECODE_A", True, fns["h3"])
         if not pre:
             # the default quantizes attn_out inside the GEMM launch (out_proj.NVFP4_FUSED_QUANT);

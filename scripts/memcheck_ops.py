@@ -99,9 +99,9 @@ def nvfp4_out_proj(m: int, rng) -> None:
 
 def nvfp4_pre_attention(m: int, rng) -> None:
     """The NVFP4 pre-attention's Hopper path with a' (its default) and without it
-    (pre_attention.NVFP4_DECODE_A, session 49: the GEMM decodes the prologue's codes and scales
-    in shared memory), every out mode, at M (128 x 256 tiles in clusters of two) and at M = 200
-    (128-column tiles alone)."""
+    (pre_attention.NVFP4_DECODE_A, sessions 49-50: the GEMM decodes the prologue's codes and
+    scales into its register A fragments), every out mode, at M (128 x 256 tiles in clusters of
+    two) and at M = 200 (128-column tiles alone)."""
     ga = cupy.asarray(np.array([4.0], np.float32))  # (any positive scale: codes are not checked)
     keys = inputs.QUANT_PRE_ATTENTION_KEYS
     default = pre_attention.NVFP4_DECODE_A

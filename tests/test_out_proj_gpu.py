@@ -381,7 +381,7 @@ def test_nvfp4_out_proj_hopper_path(m, fused, rng, monkeypatch):
     """The NVFP4 op's Hopper path (BACKEND = "wgmma": operands dequantized to exact bf16, the
     bf16 engine, o = bf16(acc * alpha)), same checks, in its single-launch form (attn_out's NVFP4
     quantization and a' written inside the GEMM launch, NVFP4_FUSED_QUANT: the default), the
-    single launch that decodes act_q / act_sf in shared memory instead of writing a'
+    single launch that decodes act_q / act_sf into register A fragments instead of writing a'
     (NVFP4_DECODE_A, "decode") and the two-launch form."""
     from h3cupy.ops import out_proj
 
