@@ -47,6 +47,8 @@
 #   decode-ab-short  decode-ab for a short lease: its tests, the two launches
 #               (benchmarks/dequant.py) in this tree and in .abtree/ once, the NVFP4 out_proj in this
 #               tree; no sanitizers; ~2 minutes (H100, session 48: 128 s)
+#   first-group the NVFP4 out_proj's single launch with groups of 4 M-tile pairs and a first group
+#               of 3 then 4 (probe_fused.py variants g4 / fg3g4) at every centre; ~2 minutes
 #   fdec        the NVFP4 ops without a' (sessions 49-50, out_proj / pre_attention.NVFP4_DECODE_A):
 #               the probe-nvfp4 probe with its fdec_only forms at M = 4824 / 9648 / 19296 / 38592,
 #               both NVFP4 ops' GPU tests, memcheck and synccheck (memcheck_ops.py --nvfp4), then
@@ -284,6 +286,15 @@ case "$MODE" in
     run 300 "$OUT/bench.log" python3 scripts/probe_fused.py --op nvfp4 --m 4824 9648 38592 \
       --reps 20 --variant noaprime=H3_FUSED_NOAPRIME idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL \
       nopoll=H3_FUSED_NOPOLL --json "$OUT/probe_nvfp4.json"
+    ;;
+  first-group)
+    # the NVFP4 single launch (a' form) with smaller tile groups (NOTES, session 50's prediction):
+    # groups of 4 M-tile pairs, a first group of 3 then 4, and the spare warps idle (no tile
+    # waits) against the default order; the builds prebuilt with the same line plus
+    # --prebuild sm_90a; ~2 minutes
+    run 300 "$OUT/bench.log" python3 scripts/probe_fused.py --op nvfp4 --m 4824 9648 19296 38592 \
+      --reps 20 --variant g4=H3_GROUP_M=4 fg3g4=H3_FIRST_GROUP_M=3,H3_GROUP_M=4 \
+      idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL --json "$OUT/probe_fg.json"
     ;;
   fdec)
     # session 49: the NVFP4 ops without a' (NVFP4_DECODE_A): the probe (its fdec_only forms on
