@@ -476,9 +476,6 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
         h3 = fns["h3"]
         fns["h3"] = with_setting(op_mod, "BACKEND", "wgmma", h3)
         fns["h3_emulation"] = with_setting(op_mod, "BACKEND", "mma", h3)
-        # "h3_dec": the Hopper path without a' (NVFP4_DECODE_A, sessions 49-50: the GEMM decodes
-        # the activation's codes and scales into its register A fragments)
-        fns["h3_dec"] = with_setting(op_mod, "NVFP4_DECODE_A", True, fns["h3"])
         if not pre:
             # the default quantizes attn_out inside the GEMM launch (out_proj.NVFP4_FUSED_QUANT);
             # "h3_two_launch": the quantization and a' as launches of their own
@@ -490,7 +487,6 @@ def forms(op: str, m: int, other_tile: bool = False, other_clusters: bool = Fals
                 fns["h3_two_launch"], ("fp4_quantize_smxx", "nvfp4_dequant_bf16_smxx")
             )
             fns["h3_fused_only"] = skipping(fns["h3"], ("nvfp4_dequant_bf16_smxx",))
-            fns["h3_dec_fused_only"] = skipping(fns["h3_dec"], ("nvfp4_dequant_bf16_smxx",))
         a_in = torch.randn(m, k, device="cuda").bfloat16()
         fns["gemm"] = lambda i: a_in @ wt.t()
         flops = 2.0 * m * n * k
@@ -620,8 +616,6 @@ def run(
         "h3_pdl",
         "engine",
         "h3_emulation",
-        "h3_dec",
-        "h3_dec_fused_only",
         "h3_tile_n192",
         "h3_tile_m192",
         "h3_tile_m128",

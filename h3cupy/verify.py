@@ -667,10 +667,6 @@ def check_pre_attention_nvfp4(
             "workspace_w": cupy.empty((21504, D), formats.BF16),
         }
         hopper = pre_attention.nvfp4_backend(arch.device_target(act_q.device.id)) == "wgmma"
-        # (the form without a', NVFP4_DECODE_A, leaves workspace_a unwritten)
-        written = [
-            v for k, v in extra.items() if k != "workspace_a" or not pre_attention.NVFP4_DECODE_A
-        ]
         checks += _qkv_graph_checks(
             "nvfp4_pre_attention",
             f"M={m} out_mode={out_mode}",
@@ -679,7 +675,7 @@ def check_pre_attention_nvfp4(
             out_mode,
             act_q,
             act_sf,
-            *(written if hopper else ()),
+            *(extra.values() if hopper else ()),
             extra=extra,
         )
     return checks
@@ -1075,12 +1071,10 @@ def check_out_proj_nvfp4(
         # (compared only where that path writes them)
         ws_a, ws_w = cupy.empty((m, 7168), formats.BF16), cupy.empty((5376, 7168), formats.BF16)
         hopper = out_proj.nvfp4_backend(arch.device_target(out.device.id)) == "wgmma"
-        # (the single launch without a', NVFP4_DECODE_A, leaves workspace_a unwritten)
-        no_a = out_proj.NVFP4_FUSED_QUANT and out_proj.NVFP4_DECODE_A
         checks += graph_checks(
             "nvfp4_out_proj",
             shape,
             lambda: run(workspace_a=ws_a, workspace_w=ws_w),
-            [out, act_q, act_sf, *(((ws_w,) if no_a else (ws_a, ws_w)) if hopper else ())],
+            [out, act_q, act_sf, *((ws_a, ws_w) if hopper else ())],
         )
     return checks

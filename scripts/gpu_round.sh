@@ -49,11 +49,6 @@
 #               tree; no sanitizers; ~2 minutes (H100, session 48: 128 s)
 #   first-group the NVFP4 out_proj's single launch with groups of 4 M-tile pairs and a first group
 #               of 3 then 4 (probe_fused.py variants g4 / fg3g4) at every centre; ~2 minutes
-#   fdec        the NVFP4 ops without a' (sessions 49-50, out_proj / pre_attention.NVFP4_DECODE_A):
-#               the probe-nvfp4 probe with its fdec_only forms at M = 4824 / 9648 / 19296 / 38592,
-#               both NVFP4 ops' GPU tests, memcheck and synccheck (memcheck_ops.py --nvfp4), then
-#               both ops with and without a' (h3 / h3_dec) against their chains; ~6 minutes
-#               estimated, so run it as GPU_ROUND_TAR=$OUT/r.tgz OUT=/tmp/r ... fdec
 #   probe-nvfp4 the NVFP4 out_proj's single launch against its bare GEMM launch with timing-only
 #               builds (the a' stores dropped; only the consumers' first round; no tile waits) and
 #               the probe counters, at M = 4824 / 9648 / 38592 (scripts/probe_fused.py --op nvfp4)
@@ -295,21 +290,6 @@ case "$MODE" in
     run 300 "$OUT/bench.log" python3 scripts/probe_fused.py --op nvfp4 --m 4824 9648 19296 38592 \
       --reps 20 --variant g4=H3_GROUP_M=4 fg3g4=H3_FIRST_GROUP_M=3,H3_GROUP_M=4 \
       idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL --json "$OUT/probe_fg.json"
-    ;;
-  fdec)
-    # session 49: the NVFP4 ops without a' (NVFP4_DECODE_A): the probe (its fdec_only forms on
-    # every build; its builds prebuilt into .h3cache with the same --prebuild sm_90a line), the
-    # GPU tests and sanitizers, then both ops' forms against their chains
-    run 300 "$OUT/bench.log" python3 scripts/probe_fused.py --op nvfp4 --m 4824 9648 19296 38592 \
-      --reps 20 --variant noaprime=H3_FUSED_NOAPRIME idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL \
-      nopoll=H3_FUSED_NOPOLL nodecode=H3_DEC_NODECODE --json "$OUT/probe_nvfp4.json"
-    run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 \
-      tests/test_codec_gpu.py tests/test_out_proj_gpu.py tests/test_pre_attention_gpu.py \
-      tests/test_gemm_gpu.py -k "nvfp4"
-    nvfp4_sanitizers
-    # both NVFP4 ops with and without a' (h3 / h3_dec) against their chains
-    run 240 "$OUT/bench.log" python3 benchmarks/ops_fp8.py --ops nvfp4_pre_attention \
-      nvfp4_out_proj --reps 20 --no-compile --json "$OUT/bench_nvfp4_dec.json"
     ;;
   order)
     for i in 1 2; do

@@ -15,8 +15,8 @@ only (pre_attention.FP8_FUSED_PROLOGUE). ``--mlp``: the MLP with FC1's single la
 tiles: the last cluster's second tile lies past M) the FP8 out_proj in both forms and the MLP
 in clusters of two (gemm.FP8_OPS_CLUSTER2_FROM_M lowered to M), and the FP8 pre-attention's
 single launch in clusters (pre_attention.FP8_PAIR_CLUSTER = 2), 3 out modes. ``--nvfp4``: the
-NVFP4 out_proj's Hopper path in its three forms (also part of the default run) and the NVFP4
-pre-attention's Hopper path with and without a'. See
+NVFP4 out_proj's Hopper path in both forms (also part of the default run) and the NVFP4
+pre-attention's Hopper path. See
 memcheck_gemm.py for --report-api-errors.
 """
 
@@ -79,9 +79,8 @@ def nvfp4_out_proj(m: int, rng) -> None:
     """The NVFP4 out_proj's Hopper path in its single-launch form (out_proj.NVFP4_FUSED_QUANT,
     session 45: attn_out's codes, scales and a' written inside the GEMM launch; at M = 3000 the
     consumer warps write rows 0..1023, the spare producer warps the rest) and its two-launch
-    form, at M (n224 tiles in clusters of two) and at M = 200 (128-column tiles alone); then the
-    single launch without a' (out_proj.NVFP4_DECODE_A, session 49)."""
-    default = out_proj.NVFP4_FUSED_QUANT, out_proj.NVFP4_DECODE_A
+    form, at M (n224 tiles in clusters of two) and at M = 200 (128-column tiles alone)."""
+    default = out_proj.NVFP4_FUSED_QUANT
     try:
         for rows in (m, 200):
             host = inputs.out_proj_inputs(rows, rows=9, rng=rng)
@@ -90,53 +89,43 @@ def nvfp4_out_proj(m: int, rng) -> None:
             ga = cupy.asarray(np.array([formats.nvfp4_global_scale_from_amax(amax)], np.float32))
             args = [cupy.asarray(host["attn_out"]), wq, wsf, gw, ga]
             args += [cupy.asarray(host[x]) for x in ("gate", "gate_index", "residual")]
-            for fused, dec in ((True, False), (False, False), (True, True)):
-                out_proj.NVFP4_FUSED_QUANT, out_proj.NVFP4_DECODE_A = fused, dec
+            for fused in (True, False):
+                out_proj.NVFP4_FUSED_QUANT = fused
                 out_proj.minimax_h3_nvfp4_out_proj(*args)
     finally:
-        out_proj.NVFP4_FUSED_QUANT, out_proj.NVFP4_DECODE_A = default
+        out_proj.NVFP4_FUSED_QUANT = default
 
 
 def nvfp4_pre_attention(m: int, rng) -> None:
-    """The NVFP4 pre-attention's Hopper path with a' (its default) and without it
-    (pre_attention.NVFP4_DECODE_A, sessions 49-50: the GEMM decodes the prologue's codes and
-    scales into its register A fragments), every out mode, at M (128 x 256 tiles in clusters of
-    two) and at M = 200 (128-column tiles alone)."""
+    """The NVFP4 pre-attention's Hopper path (the prologue's codes, a' and w', the bf16 engine),
+    every out mode, at M (128 x 256 tiles in clusters of two) and at M = 200 (128-column tiles
+    alone)."""
     ga = cupy.asarray(np.array([4.0], np.float32))  # (any positive scale: codes are not checked)
     keys = inputs.QUANT_PRE_ATTENTION_KEYS
-    default = pre_attention.NVFP4_DECODE_A
     wq = None
-    try:
-        for rows in (m, 200):
-            host = inputs.pre_attention_inputs(rows, rows=9, index_dtype=np.int32, rng=rng)
-            if wq is None:  # (the weight's host quantization once)
-                w = host["qkv_weight"]
-                gw = formats.nvfp4_global_scale_from_amax(float(np.abs(w.astype(np.float32)).max()))
-                wq, wsf = formats.nvfp4_quantize(w, gw)
-                wq, wsf = cupy.asarray(wq), cupy.asarray(formats.swizzle_sf_128x4(wsf))
-            dev = {k: cupy.asarray(host[k]) for k in keys}
-            for dec in (False, True):
-                pre_attention.NVFP4_DECODE_A = dec
-                for out_mode, kw in (
-                    ("bf16", {}),
-                    ("e4m3", dict(q_descale=0.05, k_descale=0.05, v_descale=0.05)),
-                    (
-                        "nvfp4",
-                        dict(q_global_scale=500.0, k_global_scale=500.0, v_global_scale=500.0),
-                    ),
-                ):
-                    pre_attention.minimax_h3_nvfp4_pre_attention(
-                        *(dev[k] for k in keys[:5]),
-                        wq,
-                        wsf,
-                        float(gw),
-                        ga,
-                        *(dev[k] for k in keys[5:]),
-                        out_mode=out_mode,
-                        **kw,
-                    )
-    finally:
-        pre_attention.NVFP4_DECODE_A = default
+    for rows in (m, 200):
+        host = inputs.pre_attention_inputs(rows, rows=9, index_dtype=np.int32, rng=rng)
+        if wq is None:  # (the weight's host quantization once)
+            w = host["qkv_weight"]
+            gw = formats.nvfp4_global_scale_from_amax(float(np.abs(w.astype(np.float32)).max()))
+            wq, wsf = formats.nvfp4_quantize(w, gw)
+            wq, wsf = cupy.asarray(wq), cupy.asarray(formats.swizzle_sf_128x4(wsf))
+        dev = {k: cupy.asarray(host[k]) for k in keys}
+        for out_mode, kw in (
+            ("bf16", {}),
+            ("e4m3", dict(q_descale=0.05, k_descale=0.05, v_descale=0.05)),
+            ("nvfp4", dict(q_global_scale=500.0, k_global_scale=500.0, v_global_scale=500.0)),
+        ):
+            pre_attention.minimax_h3_nvfp4_pre_attention(
+                *(dev[k] for k in keys[:5]),
+                wq,
+                wsf,
+                float(gw),
+                ga,
+                *(dev[k] for k in keys[5:]),
+                out_mode=out_mode,
+                **kw,
+            )
 
 
 def clustered(m: int, rng) -> None:
@@ -188,7 +177,7 @@ def main() -> None:
         nvfp4_pre_attention(m, rng)
         cupy.cuda.Device().synchronize()
         print(
-            f"memcheck_ops: the NVFP4 out_proj's three forms and the NVFP4 pre-attention's two "
+            f"memcheck_ops: the NVFP4 out_proj's two forms and the NVFP4 pre-attention "
             f"at M = {m} and 200"
         )
         return

@@ -20,15 +20,7 @@ launch alone (the quantization and both dequantizations skipped: a' and w' from 
 call), and the single launch without the w' launch on each build. Useful variants:
 ``noaprime=H3_FUSED_NOAPRIME`` (the a' stores dropped), ``idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL``
 (only the consumers' first round quantizes), ``nopoll=H3_FUSED_NOPOLL`` (no tile waits). Those
-read an earlier call's a' (the same bytes, as every call quantizes the same attn_out). Also
-timed: ``fdec_only`` (and ``fdec_only_probe``), the single launch without a'
-(out_proj.NVFP4_DECODE_A, sessions 49-50) on every build, whose act_q / act_sf bytes on the
-default and probe builds are compared with the default form's (``same_fdec``,
-``same_fdec_probe``) and its out within the last bf16 place (``out_diff_fdec``: another k order
-of the same products); ``nodecode=H3_DEC_NODECODE`` (the decode skipped: the wgmmas read zero
-fragments) gives the decode's own cost in ``fdec_only_nodecode``. The ``_only`` forms skip the
-w' launch and read the w' an earlier call left (a plain one for the decode form: right time,
-wrong values, which only the checks' full calls look at).
+read an earlier call's a' (the same bytes, as every call quantizes the same attn_out).
 """
 
 from __future__ import annotations
@@ -186,51 +178,16 @@ def check_builds(row, builds, with_build, op, out) -> None:
         row[f"same_{b}"] = bool(torch.equal(out.view(torch.int16), want.view(torch.int16)))
         if counters is None:
             continue
-        row[f"counters_{b}"] = counter_fields(counters)
-
-
-def counter_fields(counters) -> dict:
-    """The probe counters (ready_rows.cuh's h3_probe) of one launch, in microseconds and counts."""
-    c = counters.get().astype(np.float64)
-    return {
-        "wait_us_per_cta": c[0] / 1e3 / 132,
-        "tiles_waited": c[1],
-        "poll_us_per_tile": c[2] / 1e3 / max(c[3], 1),
-        "spare_rows": c[5],
-        "spare_us_per_row": c[4] / 1e3 / max(c[5], 1),
-        "spare_longest_us": c[6] / 1e3,
-        "consumer_first_round_longest_us": c[7] / 1e3,
-    }
-
-
-def check_dec(row, builds, with_build, op, dec_op, out, ws) -> None:
-    """``same_fdec``: act_q and act_sf of one eager call of the form without a' (into poisoned
-    buffers) against the default single launch's, bit for bit, and ``out_diff_fdec``: its out's
-    largest difference from the default's over the largest |out| (the register-A form sums the
-    same products in another k order, so out may differ in the last bf16 place); the probe
-    build's counters."""
-    import torch
-
-    with_build(None, True, op)(0)
-    want = [out.clone(), ws["act_q"].clone(), ws["act_sf"].clone()]
-    got = [out, ws["act_q"], ws["act_sf"]]
-    for b in (None, "probe"):
-        for g in got:
-            g.view(torch.uint8).fill_(0xFF)
-        counters = builds[b][1] if b else None
-        if counters is not None:
-            counters.fill(0)
-        with_build(b, True, dec_op)(0)
-        torch.cuda.synchronize()
-        name = "fdec" if b is None else f"fdec_{b}"
-        pairs = zip(got[1:], want[1:], strict=True)
-        row[f"same_{name}"] = all(
-            torch.equal(g.view(torch.uint8), w.view(torch.uint8)) for g, w in pairs
-        )
-        diff = (got[0].float() - want[0].float()).abs().max() / want[0].float().abs().max()
-        row[f"out_diff_{name}"] = float(diff)
-        if counters is not None:
-            row[f"counters_{name}"] = counter_fields(counters)
+        c = counters.get().astype(np.float64)
+        row[f"counters_{b}"] = {
+            "wait_us_per_cta": c[0] / 1e3 / 132,
+            "tiles_waited": c[1],
+            "poll_us_per_tile": c[2] / 1e3 / max(c[3], 1),
+            "spare_rows": c[5],
+            "spare_us_per_row": c[4] / 1e3 / max(c[5], 1),
+            "spare_longest_us": c[6] / 1e3,
+            "consumer_first_round_longest_us": c[7] / 1e3,
+        }
 
 
 def nvfp4_rows(args, builds, with_build) -> list[dict]:
@@ -238,8 +195,7 @@ def nvfp4_rows(args, builds, with_build) -> list[dict]:
     import torch
 
     import h3cupy
-    from benchmarks.ops_fp8 import skipping, with_setting
-    from h3cupy.ops import out_proj
+    from benchmarks.ops_fp8 import skipping
     from h3cupy.testing import bench_graphs
 
     d, attn_k = 5376, 7168
@@ -265,17 +221,12 @@ def nvfp4_rows(args, builds, with_build) -> list[dict]:
             ),
             "fused_only": with_build(None, True, skipping(op, no_w)),
         }
-        # the form without a' (out_proj.NVFP4_DECODE_A) too, on every build
-        dec_op = with_setting(out_proj, "NVFP4_DECODE_A", True, op)
-        fns["fdec_only"] = with_build(None, True, skipping(dec_op, no_w))
         for b in builds:
             fns[f"fused_only_{b}"] = with_build(b, True, skipping(op, no_w))
-            fns[f"fdec_only_{b}"] = with_build(b, True, skipping(dec_op, no_w))
         with_build(None, True, op)(0)  # a', w' and the workspaces filled before any capture
         t = bench_graphs(fns, reps=args.reps)
         row = {"M": m, **{f"{k}_ms": v["median_ms"] for k, v in t.items()}}
         check_builds(row, builds, with_build, op, out)
-        check_dec(row, builds, with_build, op, dec_op, out, ws)
         rows.append(row)
         print(json.dumps(row, indent=1), flush=True)
     return rows

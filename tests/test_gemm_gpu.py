@@ -432,12 +432,6 @@ def test_nvfp4_dequantize_bf16(shape, swizzled, rng):
     t = [interop.as_tensor(cupy.asarray(a), n) for a, n in ((q, "q"), (sf_dev, "sf"), (out, "out"))]
     gemm.nvfp4_dequantize_bf16(*t, swizzled=swizzled)
     assert np.array_equal(download(out).view(np.uint16), want.view(np.uint16))
-    if k % 64 == 0:
-        # the engine's NVFP4 register-A form's w': the same values in its k order
-        poison(out)
-        gemm.nvfp4_dequantize_bf16(*t, swizzled=swizzled, kperm=True)
-        want_perm = want[:, gemm.kperm_columns(k)]
-        assert np.array_equal(download(out).view(np.uint16), want_perm.view(np.uint16))
 
 
 @pytest.mark.parametrize("shape", NVFP4_SHAPES, ids=lambda s: "x".join(map(str, s)))

@@ -308,7 +308,7 @@ def test_fp8_out_proj_graph(form, rng, monkeypatch):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("backend", ("mma", "wgmma", "wgmma-decode", "wgmma-two-launch"))
+@pytest.mark.parametrize("backend", ("mma", "wgmma", "wgmma-two-launch"))
 def test_nvfp4_out_proj_nan_rows(backend, rng, monkeypatch):
     """attn_out rows holding a NaN through the NVFP4 op: the blocks holding one get the NaN scale
     code 0x7F in act_sf (formats.nvfp4_quantize), so the row's projection is NaN and its out row
@@ -326,7 +326,6 @@ def test_nvfp4_out_proj_nan_rows(backend, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(out_proj, "BACKEND", backend.split("-")[0])
     monkeypatch.setattr(out_proj, "NVFP4_FUSED_QUANT", "two-launch" not in backend)
-    monkeypatch.setattr(out_proj, "NVFP4_DECODE_A", "decode" in backend)
     m = 385
     host = ref_inputs.out_proj_inputs(m, rows=9, rng=rng)
     wq, wsf, wg = weights.quantize_minimax_h3_o_weight_nvfp4(upload(host["o_weight"]))
@@ -374,27 +373,24 @@ def test_nvfp4_out_proj_nan_rows(backend, rng, monkeypatch):
 @pytest.mark.parametrize(
     "m, fused",
     [(m, True) for m in (1, 127, 129, 385, 4097, 4824, 38592)]
-    + [(m, "decode") for m in (1, 127, 129, 385, 4097, 4824, 38592)]
     + [(m, False) for m in (1, 129, 385, 4097, 4824)],
 )
 def test_nvfp4_out_proj_hopper_path(m, fused, rng, monkeypatch):
     """The NVFP4 op's Hopper path (BACKEND = "wgmma": operands dequantized to exact bf16, the
     bf16 engine, o = bf16(acc * alpha)), same checks, in its single-launch form (attn_out's NVFP4
-    quantization and a' written inside the GEMM launch, NVFP4_FUSED_QUANT: the default), the
-    single launch that decodes act_q / act_sf into register A fragments instead of writing a'
-    (NVFP4_DECODE_A, "decode") and the two-launch form."""
+    quantization and a' written inside the GEMM launch, NVFP4_FUSED_QUANT: the default) and its
+    two-launch one."""
     from h3cupy.ops import out_proj
 
     _need_sm90()
     monkeypatch.setattr(out_proj, "BACKEND", "wgmma")
-    monkeypatch.setattr(out_proj, "NVFP4_FUSED_QUANT", bool(fused))
-    monkeypatch.setattr(out_proj, "NVFP4_DECODE_A", fused == "decode")
+    monkeypatch.setattr(out_proj, "NVFP4_FUSED_QUANT", fused)
     results = check_out_proj_nvfp4(m, rng)
     bad = [r.row() for r in results if not r.passed]
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("backend", ("mma", "wgmma", "wgmma-decode", "wgmma-two-launch"))
+@pytest.mark.parametrize("backend", ("mma", "wgmma", "wgmma-two-launch"))
 def test_nvfp4_out_proj_graph(backend, rng, monkeypatch):
     """Graph capture and replay of the NVFP4 out_proj on the emulation and on the Hopper path
     (both forms: the single launch zeroes its ready counters with a memset in the graph)."""
@@ -403,7 +399,6 @@ def test_nvfp4_out_proj_graph(backend, rng, monkeypatch):
     _need_sm90()
     monkeypatch.setattr(out_proj, "BACKEND", backend.split("-")[0])
     monkeypatch.setattr(out_proj, "NVFP4_FUSED_QUANT", "two-launch" not in backend)
-    monkeypatch.setattr(out_proj, "NVFP4_DECODE_A", "decode" in backend)
     # the Hopper path at M = 385: clusters of two on n224 tiles
     results = check_out_proj_nvfp4(385 if backend != "mma" else 129, rng, graph=True)
     bad = [r.row() for r in results if not r.passed]

@@ -614,18 +614,15 @@ def test_nvfp4_pre_attention(m, out_mode, rng, monkeypatch):
     assert_passed(results)
 
 
-@pytest.mark.parametrize("decode", (False, True))
 @pytest.mark.parametrize("out_mode", ("bf16", "e4m3", "nvfp4"))
 @pytest.mark.parametrize("m", (1, 129, 4097))
-def test_nvfp4_pre_attention_hopper_path(m, out_mode, decode, rng, monkeypatch):
+def test_nvfp4_pre_attention_hopper_path(m, out_mode, rng, monkeypatch):
     """The NVFP4 op's Hopper path (BACKEND = "wgmma": operands dequantized to exact bf16, the
-    bf16 engine, y = bf16(acc * alpha)), same checks; with ``decode`` the GEMM decodes the
-    prologue's codes and scales itself instead of reading a' (NVFP4_DECODE_A)."""
+    bf16 engine, y = bf16(acc * alpha)), same checks."""
     from h3cupy.ops import pre_attention
 
     _need_sm90()
     monkeypatch.setattr(pre_attention, "BACKEND", "wgmma")
-    monkeypatch.setattr(pre_attention, "NVFP4_DECODE_A", decode)
     results = check_pre_attention_nvfp4(m, out_mode, rng)
     assert_passed(results)
 
@@ -657,16 +654,14 @@ def test_nvfp4_dequantize_bf16(swizzled, rng):
     np.testing.assert_array_equal(got, want.astype(np.float32))  # exact: 2-bit x 4-bit products
 
 
-@pytest.mark.parametrize("backend", ("mma", "wgmma", "wgmma-decode"))
+@pytest.mark.parametrize("backend", ("mma", "wgmma"))
 @pytest.mark.parametrize("out_mode", ("e4m3", "nvfp4"))
 def test_nvfp4_pre_attention_graph(out_mode, backend, rng, monkeypatch):
     """As test_fp8_pre_attention_graph for the NVFP4 op (alpha formed on the device from the
-    device act_global_scale), on the emulation and on the Hopper path (the sm_90a default), also
-    without a' (NVFP4_DECODE_A)."""
+    device act_global_scale), on the emulation and on the Hopper path (the sm_90a default)."""
     from h3cupy.ops import pre_attention
 
     _need_sm90()
-    monkeypatch.setattr(pre_attention, "BACKEND", backend.split("-")[0])
-    monkeypatch.setattr(pre_attention, "NVFP4_DECODE_A", backend.endswith("decode"))
+    monkeypatch.setattr(pre_attention, "BACKEND", backend)
     results = check_pre_attention_nvfp4(257, out_mode, rng, graph=True)
     assert_passed(results)

@@ -1,7 +1,6 @@
 // The scalar codecs of h3/numeric.cuh one element at a time, so that a GPU test can compare each
 // with formats.py on the values random data rarely reaches: NaN of either sign, infinities, -0,
 // the saturation edges, the rounding ties, subnormals. Every quantizer builds on these codecs.
-#include "h3/gemm_sm90.cuh"
 #include "h3/numeric.cuh"
 
 namespace h3 {
@@ -32,26 +31,6 @@ __global__ void __launch_bounds__(256) codec_probe_smxx(
     const u32 codes = 0x11111111u * static_cast<u32>(i % 16);
     e2m1_scaled[i] = e2m1x8_scaled_bf16x8(codes, e4m3_to_bf16x2(static_cast<u8>(i / 16)));
   }
-}
-
-// The sm_90a engine's NVFP4 A decode (Nvfp4DecodeA::decode_a, the NVFP4_DECODE_A forms) on one
-// warpgroup's k-tile: codes [64 x 32 bytes] and scales [64 x 16 bytes] (each row's first 4 are
-// the k-tile's) staged into shared memory as TMA lands them, decoded by 128 threads into their
-// register fragments, which thread t writes to out[16 t .. 16 t + 15] (u32 bf16 pairs), so a test
-// can check the fragment layout and the values apart from the engine's pipeline.
-__global__ void __launch_bounds__(128) nvfp4_decode_a_probe_smxx(const u8* __restrict__ codes,
-                                                                  const u8* __restrict__ sf,
-                                                                  u32* __restrict__ out) {
-  __shared__ __align__(16) u8 c_s[64 * 32];
-  __shared__ __align__(16) u8 sf_s[64 * 16];
-  const int t = threadIdx.x;
-  for (int i = t; i < 64 * 32 / 16; i += 128) st16(c_s + 16 * i, ld16(codes + 16 * i));
-  for (int i = t; i < 64 * 16 / 16; i += 128) st16(sf_s + 16 * i, ld16(sf + 16 * i));
-  __syncthreads();
-  u32 a[16];
-  Nvfp4DecodeA{nullptr}.decode_a(c_s, sf_s, a);
-#pragma unroll
-  for (int i = 0; i < 16; i += 4) st16(out + 16 * t + i, make_uint4(a[i], a[i + 1], a[i + 2], a[i + 3]));
 }
 
 }  // namespace h3

@@ -599,22 +599,13 @@ __global__ void __launch_bounds__(384, 1) out_proj_nvfp4_wg_sm90(H3_OPNV_PARAMS)
 // amax) and a' = e2m1 * sf (exact in bf16, quantize.cu's nvfp4_dequant_bf16_smxx) into a_bf, the
 // engine's A operand. A block holding a NaN gets sf 0x7f, so its a' values decode to NaN, as in
 // the two-launch form. The weight's w' is a launch of its own before this one.
-//
-// kDec (the `_fdec` kernels): no a'. The engine's A loads are act_q's codes and act_sf's scales
-// and its consumers decode each stage's into their wgmmas' register A fragments (Nvfp4DecodeA,
-// h3/gemm_sm90.cuh; w' in that form's k order): the same a' bits without a''s 14 KiB a row
-// written, then read back through L2 by every column tile.
-template <bool kDec = false>
-struct ProQuantRowsNvfp4 : ReadyRows, Nvfp4DecodeA {  // tile_rows [ceil(M / 128)], zero at
-                                                       // launch; M; (kDec) act_sf's map
-  const bf16_t* __restrict__ src;   // attn_out [M, K]
-  u8* act_q;                        // [M, K / 2]
-  u8* act_sf;                       // [M, K / 16], linear
-  bf16_t* a_bf;                     // [M, K] (kDec: unused)
-  const float* __restrict__ g_ptr;  // the activation's global scale, fp32 [1]
+struct ProQuantRowsNvfp4 : ReadyRows {  // tile_rows [ceil(M / 128)], zero at launch; M
+  const bf16_t* __restrict__ src;       // attn_out [M, K]
+  u8* act_q;                            // [M, K / 2]
+  u8* act_sf;                           // [M, K / 16], linear
+  bf16_t* a_bf;                         // [M, K]
+  const float* __restrict__ g_ptr;      // the activation's global scale, fp32 [1]
   int K;
-
-  static constexpr bool kDecodeA = kDec;
 
   // Row r by the calling warp, kB loads per lane in flight (K a multiple of 256); the row
   // `next` (when below M) prefetched into L2 first.
@@ -641,8 +632,7 @@ struct ProQuantRowsNvfp4 : ReadyRows, Nvfp4DecodeA {  // tile_rows [ceil(M / 128
       *reinterpret_cast<u32*>(act_q + off / 2 + 128 * i) = codes;
       if (!(lane & 1)) act_sf[static_cast<i64>(r) * (K / 16) + 16 * i + lane / 2] = sc.sf;
 #ifndef H3_FUSED_NOAPRIME  // (timing only: the engine then reads an earlier call's a')
-      if constexpr (!kDec)
-        st16(a_bf + off + 256 * i, e2m1x8_scaled_bf16x8(codes, e4m3_to_bf16x2(sc.sf)));
+      st16(a_bf + off + 256 * i, e2m1x8_scaled_bf16x8(codes, e4m3_to_bf16x2(sc.sf)));
 #endif
     });
     count_row(r, lane == 0, [] { __syncwarp(); });
@@ -674,33 +664,15 @@ struct ProQuantRowsNvfp4 : ReadyRows, Nvfp4DecodeA {  // tile_rows [ceil(M / 128
       NAME(H3_OPNV_PARAMS, const bf16_t* __restrict__ attn_out, u8* act_q, u8* act_sf,        \
            bf16_t* a_bf, u32* tile_rows) {                                                    \
     H3_OPNV_EPI;                                                                              \
-    const ProQuantRowsNvfp4<> pro{                                                            \
-        {tile_rows, M}, {nullptr}, attn_out, act_q, act_sf, a_bf, ga_ptr, k_bytes / 2};       \
-    gemm_sm90_body<0, BN, 0, CLUSTER, EpiGatedResidual<false, true>, false,                    \
-                   ProQuantRowsNvfp4<>>(desc_a, desc_b, M, N, k_bytes, epi, pro);              \
+    const ProQuantRowsNvfp4 pro{{tile_rows, M}, attn_out, act_q, act_sf, a_bf, ga_ptr,        \
+                                k_bytes / 2};                                                 \
+    gemm_sm90_body<0, BN, 0, CLUSTER, EpiGatedResidual<false, true>, false, ProQuantRowsNvfp4>( \
+        desc_a, desc_b, M, N, k_bytes, epi, pro);                                             \
   }
 
 H3_OPNV_FUSED(out_proj_nvfp4_wg_fused_x2_sm90, H3_CLUSTER_X2, 2, 256)
 H3_OPNV_FUSED(out_proj_nvfp4_wg_fused_n224_x2_sm90, H3_CLUSTER_X2, 2, 224)
 H3_OPNV_FUSED(out_proj_nvfp4_wg_fused_sm90, , 1, 128)
-
-// The kDec form: desc_a maps act_q's codes (32 x 128-byte boxes), desc_sf act_sf (16 x 128).
-#define H3_OPNV_FDEC(NAME, CLUSTER_ATTR, CLUSTER, BN)                                         \
-  __global__ void CLUSTER_ATTR __launch_bounds__(384, 1)                                      \
-      NAME(H3_OPNV_PARAMS, const __grid_constant__ TmaDesc desc_sf,                            \
-           const bf16_t* __restrict__ attn_out, u8* act_q, u8* act_sf, u32* tile_rows) {      \
-    H3_OPNV_EPI;                                                                              \
-    const ProQuantRowsNvfp4<true> pro{                                                        \
-        {tile_rows, M}, {&desc_sf}, attn_out, act_q, act_sf, nullptr, ga_ptr, k_bytes / 2};   \
-    gemm_sm90_body<0, BN, 0, CLUSTER, EpiGatedResidual<false, true>, false,                    \
-                   ProQuantRowsNvfp4<true>>(desc_a, desc_b, M, N, k_bytes, epi, pro);          \
-  }
-
-H3_OPNV_FDEC(out_proj_nvfp4_wg_fdec_x2_sm90, H3_CLUSTER_X2, 2, 256)
-H3_OPNV_FDEC(out_proj_nvfp4_wg_fdec_n224_x2_sm90, H3_CLUSTER_X2, 2, 224)
-H3_OPNV_FDEC(out_proj_nvfp4_wg_fdec_sm90, , 1, 128)
-
-#undef H3_OPNV_FDEC
 
 #undef H3_OPNV_FUSED
 #undef H3_OPNV_EPI

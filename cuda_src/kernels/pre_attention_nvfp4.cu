@@ -75,30 +75,6 @@ __global__ void __launch_bounds__(384, 1) pre_attention_nvfp4_wg_sm90(H3_PANV_PA
   gemm_sm90_body<0, 128, 0, 1>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi);
 }
 
-// The same without a' (pre_attention.NVFP4_DECODE_A, session 49): desc_a maps the prologue's
-// codes (act_q) and desc_sf its scales (act_sf); the engine's consumers decode each k-tile into
-// their register A fragments (Nvfp4DecodeA; w' in its k order), so the a' launch and its bf16
-// round trip are gone.
-struct PaNvfp4A : NoProducerHooks, Nvfp4DecodeA {};
-
-template <int kOut>
-__global__ void H3_CLUSTER_X2 __launch_bounds__(384, 1)
-    pre_attention_nvfp4_wg_dec_x2_sm90(H3_PANV_PARAMS, const __grid_constant__ TmaDesc desc_sf) {
-  H3_PANV_EPI;
-  using Epi2 = EpiTwoHeads<EpiPreAttnQkv<kOut, WgYAlpha>>;
-  const Epi2 epi2{epi};
-  gemm_sm90_body<0, 256, 0, 2, Epi2, false, PaNvfp4A>(desc_a, desc_b, M, 3 * kPaKindCols, k_bytes,
-                                                     epi2, PaNvfp4A{{}, {&desc_sf}});
-}
-
-template <int kOut>
-__global__ void __launch_bounds__(384, 1)
-    pre_attention_nvfp4_wg_dec_sm90(H3_PANV_PARAMS, const __grid_constant__ TmaDesc desc_sf) {
-  H3_PANV_EPI;
-  gemm_sm90_body<0, 128, 0, 1, EpiPreAttnQkv<kOut, WgYAlpha>, false, PaNvfp4A>(
-      desc_a, desc_b, M, 3 * kPaKindCols, k_bytes, epi, PaNvfp4A{{}, {&desc_sf}});
-}
-
 #undef H3_PANV_EPI
 #undef H3_PANV_PARAMS
 

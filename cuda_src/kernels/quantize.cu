@@ -131,15 +131,10 @@ __global__ void __launch_bounds__(kQuantThreads) fp4_quantize_smxx(
 // NOTE: one thread per 16-value block (one 8-byte load, two 16-byte stores at a 32-byte stride,
 // a 64-bit division per block) moved ~1.9 TB/s on an H100: the out_proj weight's w' (5376 x 7168)
 // in 51 us, 37 us this way (session 46).
-// `mode` bit 0: 128x4-swizzled scales; bit 1: kperm, the k order of the sm_90a engine's NVFP4
-// register-A form (h3/gemm_sm90.cuh Nvfp4DecodeA): within every 64-wide k-tile, value pair
-// (2p, 2p + 1) (code byte p) goes to columns 16 ((p / 2) % 4) + 8 (p % 2) + 2 (p / 8) and + 1
-// (K a multiple of 64), as four 4-byte stores per group instead of one of 16.
 __global__ void __launch_bounds__(kQuantThreads) nvfp4_dequant_bf16_smxx(
-    const u8* __restrict__ q, const u8* __restrict__ sf, i64 rows, int K, int mode,
+    const u8* __restrict__ q, const u8* __restrict__ sf, i64 rows, int K, int swizzled,
     bf16_t* __restrict__ out) {
   const int groups = K / 8, n_cols = K / 16;
-  const bool swizzled = mode & 1, kperm = mode & 2;
   for_each_row_task(rows, K, [&](i64 r, int g0) {
     u32 codes[4];
     u8 s[4];
@@ -154,20 +149,8 @@ __global__ void __launch_bounds__(kQuantThreads) nvfp4_dequant_bf16_smxx(
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int g = g0 + 32 * j;
-      if (g < groups) {
-        const uint4 v = e2m1x8_scaled_bf16x8(codes[j], e4m3_to_bf16x2(s[j]));
-        if (kperm) {
-          // code bytes p = 4 (g % 8) + i of the k-tile: c = p / 8, j = (p / 2) % 4, h = p % 2
-          const int gt = g % 8, c = gt / 2, j0 = 2 * (gt % 2);
-          bf16_t* o = out + r * K + 64 * (g / 8) + 2 * c;
-          *reinterpret_cast<u32*>(o + 16 * j0) = v.x;
-          *reinterpret_cast<u32*>(o + 16 * j0 + 8) = v.y;
-          *reinterpret_cast<u32*>(o + 16 * (j0 + 1)) = v.z;
-          *reinterpret_cast<u32*>(o + 16 * (j0 + 1) + 8) = v.w;
-        } else {
-          st16(out + r * K + 8 * g, v);
-        }
-      }
+      if (g < groups)
+        st16(out + r * K + 8 * g, e2m1x8_scaled_bf16x8(codes[j], e4m3_to_bf16x2(s[j])));
     }
   });
 }

@@ -11,9 +11,7 @@ import numpy as np
 from ..core import arch, interop, jit
 from ..core.launch import i32, launch, ptr
 
-CODEC_PROBE = jit.ModuleSpec(
-    "kernels/codec_probe.cu", ("h3::codec_probe_smxx", "h3::nvfp4_decode_a_probe_smxx")
-)
+CODEC_PROBE = jit.ModuleSpec("kernels/codec_probe.cu", ("h3::codec_probe_smxx",))
 
 
 class CodecProbe(NamedTuple):
@@ -78,45 +76,3 @@ def codec_probe(x) -> CodecProbe:
         tensors=[xt, *ts],
     )
     return CodecProbe(*outs)
-
-
-def nvfp4_decode_a_probe(codes, sf):
-    """The sm_90a engine's NVFP4 A decode (h3/gemm_sm90.cuh ``Nvfp4DecodeA::decode_a``) on one
-    warpgroup's k-tile, apart from the engine: ``codes`` uint8 ``[64, 32]`` (64 rows of 64 e2m1
-    codes, packed as act_q), ``sf`` uint8 ``[64, 16]`` (each row's first 4 bytes: the k-tile's
-    ue4m3 scales; the engine points decode_a at byte 4 (kt % 4) of act_sf's 16-byte box), both
-    contiguous ``cupy.ndarray``. Returns the 128 threads' register fragments: uint32 ``[128, 16]``,
-    row t thread t's ``a[0..15]`` (k-step j = i / 4's a0..a3: bf16 pairs, the low half first;
-    rows and columns as h3/mma_sm90.cuh ``wgmma_step_rs`` reads them, columns in the k order of
-    :func:`h3cupy.ops.gemm.kperm_columns`); filled with 0xABABABAB first. Needs an sm_89 or newer
-    GPU."""
-    import cupy
-
-    for name, a, shape in (("codes", codes, (64, 32)), ("sf", sf, (64, 16))):
-        if (
-            not isinstance(a, cupy.ndarray)
-            or a.dtype != np.uint8
-            or a.shape != shape
-            or not a.flags.c_contiguous
-        ):
-            got = f"{a.dtype} {a.shape}" if hasattr(a, "dtype") else type(a).__name__
-            raise ValueError(
-                f"{name}: expected a contiguous uint8 cupy.ndarray of shape {shape}, got {got}"
-            )
-    ct, st = interop.as_tensor(codes, "codes"), interop.as_tensor(sf, "sf")
-    target = arch.device_target(ct.device)
-    if not arch.supports_fp8(target):
-        raise RuntimeError(
-            f"nvfp4_decode_a_probe needs an sm_89 or newer GPU; this one is {target}"
-        )
-    with cupy.cuda.Device(ct.device):
-        out = cupy.full((128, 16), 0xABABABAB, cupy.uint32)
-    ot = interop.as_tensor(out, "out")
-    launch(
-        jit.get_kernel(CODEC_PROBE, "h3::nvfp4_decode_a_probe_smxx", target),
-        1,
-        128,
-        (ptr(ct), ptr(st), ptr(ot)),
-        tensors=[ct, st, ot],
-    )
-    return out

@@ -279,7 +279,6 @@ def wgmma_smem_bytes(
     vec: int = 0,
     boxes: int = 2,
     hook: int = 0,
-    decode_a: bool = False,
 ) -> int:
     """Dynamic shared memory of the sm_90a engine (mirrors Sm90GemmCfg in gemm_sm90.cuh): the
     stage ring, the epilogue staging (``boxes`` 8 KiB boxes per consumer warpgroup, 2 unless the
@@ -287,9 +286,8 @@ def wgmma_smem_bytes(
     tile_n bf16 if that is more), the epilogue's vector area (``vec`` bytes per consumer
     warpgroup, its kVecBytes), the barriers, the producer hooks' area (``hook`` bytes, the
     hook's kSmemBytes) and 1 KiB of alignment slack. ``wg`` consumer warpgroups own 64 rows
-    each of a ``64 * wg``-row tile. ``decode_a``: A arrives as NVFP4 codes and scales (48 bytes
-    a row per k-tile), which the consumers decode into registers (kDecA)."""
-    stage = (64 * wg * (48 if decode_a else 128)) + tile_n * 128
+    each of a ``64 * wg``-row tile."""
+    stage = (64 * wg + tile_n) * 128
     box = boxes * 8192
     staging = wg * (max(box, 64 * tile_n * 2) if full_staging else box)
     stages = min(6, (232448 - 1024 - staging - wg * vec - 256 - hook) // stage)
@@ -901,13 +899,10 @@ def gemm_mma_tma(
     return interop.export(ot)
 
 
-def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool, kperm: bool = False) -> None:
+def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool) -> None:
     """``out[r, k] = e2m1(codes[r, k]) * ue4m3(sf[r, k // 16])`` (no global scale; exact in bf16)
     for uint8 codes ``[R, K/2]``, scales linear ``[R, K/16]`` or 128x4-swizzled, bf16 ``out``
-    ``[R, K]`` (checked by the caller); a launch on the current stream.
-
-    ``kperm``: the columns of every 64-wide k-tile in the order of the sm_90a engine's NVFP4
-    register-A form (the B operand of the ``decode_a`` forms; :func:`kperm_columns`)."""
+    ``[R, K]`` (checked by the caller); a launch on the current stream."""
     from ..weights import _THREADS, _codec_grid
     from ..weights import _kernel as quant_kernel
 
@@ -916,27 +911,9 @@ def nvfp4_dequantize_bf16(codes, sf, out, *, swizzled: bool, kperm: bool = False
         quant_kernel("nvfp4_dequant_bf16_smxx", out.device),
         _codec_grid(r, k, out.device),
         _THREADS,
-        (
-            ptr(codes),
-            ptr(sf),
-            i64(r),
-            i32(k),
-            i32((1 if swizzled else 0) | (2 if kperm else 0)),
-            ptr(out),
-        ),
+        (ptr(codes), ptr(sf), i64(r), i32(k), i32(1 if swizzled else 0), ptr(out)),
         tensors=[codes, sf, out],
     )
-
-
-def kperm_columns(k: int):
-    """The k order of the engine's NVFP4 register-A form as an index array: column ``j`` of a
-    ``kperm`` operand holds column ``kperm_columns(k)[j]`` of the plain one. Within each 64-wide
-    k-tile, code byte p (values 2p, 2p + 1) sits at 16 ((p / 2) % 4) + 8 (p % 2) + 2 (p / 8)."""
-    p = np.arange(32)
-    dst = 16 * ((p // 2) % 4) + 8 * (p % 2) + 2 * (p // 8)
-    tile = np.empty(64, dtype=np.int64)
-    tile[dst], tile[dst + 1] = 2 * p, 2 * p + 1
-    return (np.arange(0, k, 64)[:, None] + tile[None, :]).reshape(-1)
 
 
 def nvfp4_bf16_tile(m: int, n: int, wave_tile: bool) -> tuple[int, int]:
@@ -948,16 +925,7 @@ def nvfp4_bf16_tile(m: int, n: int, wave_tile: bool) -> tuple[int, int]:
 
 
 def nvfp4_bf16_operands(
-    aq,
-    asf,
-    wq,
-    wsf,
-    a_bf,
-    w_bf,
-    *,
-    wave_tile: bool = False,
-    dequant_a: bool = True,
-    decode_a: bool = False,
+    aq, asf, wq, wsf, a_bf, w_bf, *, wave_tile: bool = False, dequant_a: bool = True
 ):
     """The Hopper NVFP4 path's operands (the pre-attention and out_proj ops): ``a' = e2m1 * sf``
     of the activation (linear scales) into ``a_bf`` [M, K] and of the weight (128x4-swizzled
@@ -969,40 +937,19 @@ def nvfp4_bf16_operands(
             two heads per fragment).
         dequant_a: launch the dequantization of a' (False: the GEMM launch writes a' itself, the
             NVFP4 out_proj's single-launch form).
-        decode_a: the engine decodes A itself into its register fragments (kDecodeA; no a',
-            ``a_bf`` unused, may be None): desc_a maps the codes, the scales' map is returned too
-            (:func:`nvfp4_code_maps`), and w' is written in that form's k order (``kperm``).
 
     Returns:
-        ``(desc_a, desc_b, tile_n, cluster, extra)``: the A / B tensor maps, the engine variant
-        (128 x 256 or 224 tiles in clusters of two above M = 256, else 128 x 128 alone) and the
-        kernel's trailing map arguments: ``(sf map,)`` with ``decode_a``, else ``()``.
+        ``(desc_a, desc_b, tile_n, cluster)``: the A / B tensor maps and the engine variant (128 x
+        256 or 224 tiles in clusters of two above M = 256, else 128 x 128 alone).
     """
-    (m, k), n = (aq.shape[0], 2 * aq.shape[1]), w_bf.shape[0]
-    if dequant_a and not decode_a:
+    (m, k), n = a_bf.shape, w_bf.shape[0]
+    if dequant_a:
         nvfp4_dequantize_bf16(aq, asf, a_bf, swizzled=False)
-    nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True, kperm=decode_a)
+    nvfp4_dequantize_bf16(wq, wsf, w_bf, swizzled=True)
     tile_n, cluster = nvfp4_bf16_tile(m, n, wave_tile)
-    desc_b = _tensor_map(w_bf.ptr, "bfloat16", k, n, k * 2, tile_n // cluster)
-    if decode_a:
-        desc_a, desc_sf = nvfp4_code_maps(aq.ptr, asf.ptr, m, k)
-        return desc_a, desc_b, tile_n, cluster, (desc_sf,)
     desc_a = _tensor_map(a_bf.ptr, "bfloat16", k, m, k * 2, 128)
-    return desc_a, desc_b, tile_n, cluster, ()
-
-
-@functools.lru_cache(maxsize=64)
-def nvfp4_code_maps(aq_ptr: int, asf_ptr: int, m: int, k: int) -> tuple:
-    """The maps of an NVFP4 activation that the engine decodes itself (kDecodeA): codes
-    (uint8 ``[m, k / 2]``) in boxes of 32 bytes x 128 rows (one k-tile of 64 values) and linear
-    scales (uint8 ``[m, k / 16]``) in boxes of 16 bytes x 128 rows (loaded from column 4 (kt & ~3):
-    TMA boxes start on 16 bytes; the k-tile's 4 at byte 4 (kt % 4)), both unswizzled."""
-    from ..core import tma
-
-    return (
-        tma.encode_2d(aq_ptr, "uint8", k // 2, m, k // 2, 32, 128),
-        tma.encode_2d(asf_ptr, "uint8", k // 16, m, k // 16, 16, 128),
-    )
+    desc_b = _tensor_map(w_bf.ptr, "bfloat16", k, n, k * 2, tile_n // cluster)
+    return desc_a, desc_b, tile_n, cluster
 
 
 GEMM_NVFP4 = jit.ModuleSpec("kernels/gemm_nvfp4.cu", ("h3::gemm_nvfp4_smxx",))

@@ -161,9 +161,6 @@ OUT_PROJ = jit.ModuleSpec(
         "h3::out_proj_nvfp4_wg_fused_x2_sm90",
         "h3::out_proj_nvfp4_wg_fused_n224_x2_sm90",
         "h3::out_proj_nvfp4_wg_fused_sm90",
-        "h3::out_proj_nvfp4_wg_fdec_x2_sm90",
-        "h3::out_proj_nvfp4_wg_fdec_n224_x2_sm90",
-        "h3::out_proj_nvfp4_wg_fdec_sm90",
     ),
 )
 
@@ -184,11 +181,6 @@ NVFP4_HOPPER_DEFAULT = True
 #: its spare producer warps after (out_proj.cu ProQuantRowsNvfp4). False: the two-launch form
 #: (fp4_quantize's kernel, then a' dequantized by a launch of its own), kept to measure against.
 NVFP4_FUSED_QUANT = True
-#: The single-launch form without a': the engine loads act_q's codes and act_sf's scales and its
-#: consumer threads decode each k-tile into their wgmmas' register A fragments (out_proj.cu's
-#: ``_fdec`` kernels, w' in that form's k order; workspace_a is then not written). Sessions
-#: 49-50's experiment, off until measured faster.
-NVFP4_DECODE_A = False
 
 
 def gated_args(rt, gt, gstride: int, rows: int, it) -> tuple:
@@ -450,9 +442,7 @@ def minimax_h3_nvfp4_out_proj(
         act_q, act_sf: optional workspaces, uint8 ``[M, 3584]`` codes and ``[M, 448]`` linear
             scales of attn_out (FlashInfer's ``fp4_quantize`` with linear scales).
         workspace_a, workspace_w: optional bf16 ``[M, 7168]`` and ``[5376, 7168]`` workspaces of
-            the sm_90a path (the dequantized operands); unused elsewhere, and workspace_a also in
-            the single launch without a' (:data:`NVFP4_DECODE_A`, where workspace_w holds w' with
-            each 64-wide k-tile's columns in :func:`h3cupy.ops.gemm.kperm_columns` order).
+            the sm_90a path (the dequantized operands); unused elsewhere.
 
     Returns:
         ``out`` = ``bf16(residual + bf16(gate[i] * o))``, ``o = bf16(acc * alpha)``,
@@ -488,12 +478,9 @@ def minimax_h3_nvfp4_out_proj(
             f"{target}"
         )
     backend = nvfp4_backend(target)
-    fused = backend == "wgmma" and NVFP4_FUSED_QUANT
     a_bf = w_bf = None
     if backend == "wgmma":
-        # (the form without a' writes no workspace_a: one given is checked, none is made)
-        if workspace_a is not None or not (fused and NVFP4_DECODE_A):
-            a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, ATTN), at)
+        a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, ATTN), at)
         w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (D, ATTN), at)
     checks.check_disjoint(
         checks.given(
@@ -513,6 +500,7 @@ def minimax_h3_nvfp4_out_proj(
         ],
         OUT_ALIASES,
     )
+    fused = backend == "wgmma" and NVFP4_FUSED_QUANT
     if not fused:
         # Launch 1: NVFP4 of attn_out under the device global scale (linear scales).
         _fp4_quantize_launch(at, ga, aq, asf, False)
@@ -576,9 +564,8 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
 
     dev, m = aq.device, aq.shape[0]
     fused = src is not None
-    dec = fused and NVFP4_DECODE_A
     tile_n, cluster = gemm.nvfp4_bf16_tile(m, D, True)
-    tag = "_fdec" if dec else "_fused" if fused else ""
+    tag = "_fused" if fused else ""
     if tile_n == 224:
         name = f"h3::out_proj_nvfp4_wg{tag}_n224_x2_sm90"
     else:
@@ -589,14 +576,14 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
         words = workspace.scratch_words(dev, current_stream_ptr([src]), -(-m // 128))
         with stream([src]):
             words[: -(-m // 128)].fill(0)
-    desc_a, desc_b, _, _, desc_sf = gemm.nvfp4_bf16_operands(
-        aq, asf, wq, wsf, a_bf, w_bf, wave_tile=True, dequant_a=not fused, decode_a=dec
+    desc_a, desc_b, _, _ = gemm.nvfp4_bf16_operands(
+        aq, asf, wq, wsf, a_bf, w_bf, wave_tile=True, dequant_a=not fused
     )
     if tile_n == 224:
         desc_out = gemm._c_map_w32(ot.ptr, D, m)
     else:
         desc_out = gemm._tensor_map(ot.ptr, "bfloat16", D, m, D * 2, 64)
-    smem = gemm.wgmma_smem_bytes(tile_n, decode_a=dec)
+    smem = gemm.wgmma_smem_bytes(tile_n)
     launch(
         kernel,
         gemm.engine_grid(kernel, m, D, tile_n, cluster, smem, dev),
@@ -612,16 +599,10 @@ def _nvfp4_wg(aq, asf, wq, wsf, ga, gw_t, gw_host, rt, gt, gstride, rows, it, ot
             ptr(gw_t),
             np.float32(gw_host),
             *gated_args(rt, gt, gstride, rows, it),
-            *desc_sf,
-            *(
-                (ptr(src), ptr(aq), ptr(asf))
-                + (() if dec else (ptr(a_bf),))
-                + (np.uint64(words.data.ptr),)
-                if fused
-                else ()
-            ),
+            *((ptr(src), ptr(aq), ptr(asf), ptr(a_bf), np.uint64(words.data.ptr)) if fused else ()),
         ),
-        tensors=[t for t in (a_bf, w_bf, ga, rt, gt, it, ot, gw_t) if t is not None]
+        tensors=[a_bf, w_bf, ga, rt, gt, it, ot]
+        + ([gw_t] if gw_t is not None else [])
         + ([src, aq, asf] if fused else []),
         smem=smem,
     )

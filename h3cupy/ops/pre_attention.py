@@ -69,12 +69,7 @@ PRE_ATTENTION_FP8_MMA = jit.ModuleSpec(
 PRE_ATTENTION_NVFP4 = jit.ModuleSpec(
     "kernels/pre_attention_nvfp4.cu",
     tuple(f"h3::pre_attention_nvfp4_smxx<{mode}>" for mode in range(3))
-    + tuple(
-        f"h3::pre_attention_nvfp4_wg{d}{c}_sm90<{m}>"
-        for d in ("", "_dec")
-        for m in range(3)
-        for c in ("_x2", "")
-    ),
+    + tuple(f"h3::pre_attention_nvfp4_wg{c}_sm90<{m}>" for m in range(3) for c in ("_x2", "")),
 )
 
 #: GEMM back end: "auto" (wgmma on sm_90a, mma.sync on sm_120a), "wgmma" or "mma" (the TMA-fed
@@ -182,11 +177,6 @@ BF16_FUSED_PROLOGUE = True
 #: operands) on sm_90a; False runs the in-register emulation (a correctness vehicle) there.
 #: True since the Hopper path passed on the H200 (2026-12-01, tests/test_pre_attention_gpu.py).
 NVFP4_HOPPER_DEFAULT = True
-#: The NVFP4 op's Hopper path without a': its GEMM loads the prologue's codes and scales and
-#: decodes each k-tile into its wgmmas' register A fragments (pre_attention_nvfp4.cu's ``_dec``
-#: kernels, w' in that form's k order), so the a' launch goes and workspace_a is not written.
-#: Sessions 49-50; off until measured faster.
-NVFP4_DECODE_A = False
 
 
 def gemm_backend(target: str, hopper_auto: bool = True) -> str:
@@ -830,9 +820,7 @@ def minimax_h3_nvfp4_pre_attention(
             device array; formed on the device when omitted (no host read).
         act_q, act_sf: optional workspaces, uint8 ``[M, 2688]`` and ``[M, 336]`` (linear).
         workspace_a, workspace_w: optional bf16 ``[M, 5376]`` and ``[21504, 5376]`` workspaces of
-            the sm_90a path (the dequantized operands); unused elsewhere, and workspace_a also
-            without a' (:data:`NVFP4_DECODE_A`, where workspace_w holds w' with each 64-wide
-            k-tile's columns in :func:`h3cupy.ops.gemm.kperm_columns` order).
+            the sm_90a path (the dequantized operands); unused elsewhere.
         The rest: as :func:`minimax_h3_fp8_pre_attention`.
 
     Returns:
@@ -884,12 +872,9 @@ def minimax_h3_nvfp4_pre_attention(
         )
 
     backend = nvfp4_backend(target)
-    dec = backend == "wgmma" and NVFP4_DECODE_A
     a_bf = w_bf = None
     if backend == "wgmma":
-        # (the form without a' writes no workspace_a: one given is checked, none is made)
-        if workspace_a is not None or not dec:
-            a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, D), xt)
+        a_bf = checks.output_or_empty(workspace_a, "workspace_a", "bf16", (m, D), xt)
         w_bf = checks.output_or_empty(workspace_w, "workspace_w", "bf16", (QKV_ROWS, D), xt)
     _qkv_disjoint(
         out_mode,
@@ -913,15 +898,11 @@ def minimax_h3_nvfp4_pre_attention(
     launch_prologue(xt, wt, st, ht, it, rows, stride, eps, "nvfp4", None, aq, asf, ga)
     mode = OUT_MODES.index(out_mode)
     if backend == "wgmma":
-        # Launches 2 and 3: a' (not with NVFP4_DECODE_A) and w' (exact bf16); 4: the bf16
-        # engine with the epilogue.
-        desc_a, desc_b, tile_n, cluster, desc_sf = gemm.nvfp4_bf16_operands(
-            aq, asf, wq, wsf, a_bf, w_bf, decode_a=dec
-        )
-        tag = ("_dec" if dec else "") + ("_x2" if cluster == 2 else "")
-        name = f"h3::pre_attention_nvfp4_wg{tag}_sm90<{mode}>"
+        # Launches 2 and 3: a' and w' (exact bf16); 4: the bf16 engine with the epilogue.
+        desc_a, desc_b, tile_n, cluster = gemm.nvfp4_bf16_operands(aq, asf, wq, wsf, a_bf, w_bf)
+        name = f"h3::pre_attention_nvfp4_wg{'_x2' if cluster == 2 else ''}_sm90<{mode}>"
         kernel = jit.get_kernel(PRE_ATTENTION_NVFP4, name, target)
-        smem = gemm.wgmma_smem_bytes(tile_n, decode_a=dec)
+        smem = gemm.wgmma_smem_bytes(tile_n)
         launch(
             kernel,
             gemm.engine_grid(kernel, m, QKV_ROWS, tile_n, cluster, smem, dev),
@@ -943,10 +924,8 @@ def minimax_h3_nvfp4_pre_attention(
                 f32(gw_host),
                 f32(alpha_host),
                 *_mode_args(sfs, scal),
-                *desc_sf,
             ),
-            tensors=[t for t in (a_bf, w_bf, ga, qn, kn, cs) if t is not None]
-            + [*outs]
+            tensors=[a_bf, w_bf, ga, qn, kn, cs, *outs]
             + _mode_tensors(sfs, scal)
             + [t for t in (gw_t, alpha_t) if t is not None],
             smem=smem,

@@ -55,12 +55,6 @@ H3_DEVICE u32 lds_u32(u32 a) {
   return v;
 }
 
-H3_DEVICE uint2 lds_u64(u32 a) {
-  uint2 v;
-  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a) : "memory");
-  return v;
-}
-
 H3_DEVICE uint4 lds_u128(u32 a) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"

@@ -157,7 +157,7 @@ constexpr int kStagingBoxes = 2;
 constexpr int kPassCols = 64 * kStagingBoxes;
 
 template <int kFmt, int kBN, int kPromote, int kCluster, bool kFullStaging = false, int kWG = 2,
-          int kVecBytes = 0, int kBoxes = kStagingBoxes, int kHookBytes = 0, bool kDecA = false>
+          int kVecBytes = 0, int kBoxes = kStagingBoxes, int kHookBytes = 0>
 struct Sm90GemmCfg {
   static_assert(kBN == 128 || kBN == 192 || kBN == 224 || kBN == 256 ||
                     (kFmt == 0 && kPromote == 0 && (kBN == 16 || kBN == 136)),
@@ -172,12 +172,7 @@ struct Sm90GemmCfg {
   static_assert(kBoxes == 1 || kBoxes == 2, "one or two 8 KiB staging boxes per warpgroup");
   static constexpr int kBM = 64 * kWG;  // each consumer warpgroup owns 64 rows
   static constexpr int kBKBytes = 128;  // one 128B swizzle row: 64 bf16 or 128 e4m3
-  // kDecA (a producer hook's kDecodeA, below): a stage's A area holds the k-tile's NVFP4 codes
-  // (kBM rows of 32 bytes) and scales (kBM rows of 16 bytes from a 16-byte column, the k-tile's
-  // four at byte 4 (kt % 4)) instead of its bf16 values, and each consumer thread decodes its
-  // part of A straight into the wgmmas' register fragments (no bf16 A in shared memory).
-  static constexpr int kCodeBytes = kBM * 32;
-  static constexpr int kABytes = kDecA ? kBM * 48 : kBM * kBKBytes;
+  static constexpr int kABytes = kBM * kBKBytes;
   static constexpr int kBBytes = kBN * kBKBytes;
   static constexpr int kBSliceRows = kBN / kCluster;  // B rows this CTA loads (and multicasts)
   static constexpr int kStageBytes = kABytes + kBBytes;
@@ -329,48 +324,6 @@ struct NoProducerHooks {
 
 H3_MEMBER_OR(ProducerRegs, kProducerRegs)
 H3_MEMBER_OR(ProducerSmem, kSmemBytes)
-// `static constexpr bool kDecodeA = true`: A is NVFP4 (Sm90GemmCfg's kDecA). desc_a then maps
-// the codes (uint8 [M, K / 2], boxes of 32 x kBM bytes) and the hook's `const TmaDesc*
-// sf_map()` the linear scales (uint8 [M, K / 16], boxes of 16 x kBM bytes); the hook's
-// `decode_a(codes, sf, a)` turns the calling thread's part of its warpgroup's 64 rows into the
-// k-tile's four bf16 A register fragments (a[4 j .. 4 j + 3]: k-step j, wgmma_step_rs), which the
-// engine passes to register-A wgmmas. k_bytes stays the bf16 row's bytes.
-// NOTE: the B operand's k order is permuted within each 64-wide k-tile (below), so B must be
-// written that way (gemm.nvfp4_dequantize_bf16's kperm).
-H3_MEMBER_OR(ProducerDecodeA, kDecodeA)
-
-// The NVFP4 A operand's part of a hook (kDecodeA; derive from it): act_sf's map and the decode.
-// The k-tile's 32 code bytes of a row are read as 4 x 8: thread c = lane % 4 of each quad takes
-// bytes 8c .. 8c + 7 (values 16c .. 16c + 15: scale block c of the k-tile, one scale) of its
-// rows r = 16 w + lane / 4 and r + 8 (warp w of the warpgroup). Byte 8c + 2j + h (j < 4, h < 2)
-// is placed at the fragment's columns 16j + 8h + 2c and + 1: k-step j's a0 / a1 (h = 0) or
-// a2 / a3 (h = 1), so code byte p of the tile lands at k = 16 ((p / 2) % 4) + 8 (p % 2) +
-// 2 (p / 8) of the tensor core's k order, and the B tile must hold the weight's columns in that
-// order (one permutation of the 64 columns of every k-tile; the products and their sum are the
-// same, only fp32's summation order changes). Decoding is e2m1x8_scaled_bf16x8, the a' stores'
-// decoder: the bf16 values are the same bits as a'.
-struct Nvfp4DecodeA {
-  const TmaDesc* sf_desc;  // act_sf's map, boxes of 16 x 128 bytes (gemm.nvfp4_code_maps)
-
-  static constexpr bool kDecodeA = true;
-  H3_DEVICE const TmaDesc* sf_map() const { return sf_desc; }
-  H3_DEVICE void decode_a(const u8* codes, const u8* sf, u32 (&a)[16]) const {
-    const int lane = threadIdx.x % 32, c = lane & 3;
-    const int r = 16 * ((threadIdx.x / 32) % 4) + lane / 4;
-    const uint2 ca = lds_u64(smem_addr(codes + r * 32 + 8 * c));
-    const uint2 cb = lds_u64(smem_addr(codes + (r + 8) * 32 + 8 * c));
-    const u32 sa = e4m3_to_bf16x2(static_cast<u8>(lds_u32(smem_addr(sf + r * 16)) >> (8 * c)));
-    const u32 sb =
-        e4m3_to_bf16x2(static_cast<u8>(lds_u32(smem_addr(sf + (r + 8) * 16)) >> (8 * c)));
-    const uint4 a0 = e2m1x8_scaled_bf16x8(ca.x, sa), a1 = e2m1x8_scaled_bf16x8(ca.y, sa);
-    const uint4 b0 = e2m1x8_scaled_bf16x8(cb.x, sb), b1 = e2m1x8_scaled_bf16x8(cb.y, sb);
-    // word i of a decoded u32 is byte i: (j, h) = (i / 2, i % 2) of its half (j + 2 in .y's)
-    a[0] = a0.x, a[1] = b0.x, a[2] = a0.y, a[3] = b0.y;
-    a[4] = a0.z, a[5] = b0.z, a[6] = a0.w, a[7] = b0.w;
-    a[8] = a1.x, a[9] = b1.x, a[10] = a1.y, a[11] = b1.y;
-    a[12] = a1.z, a[13] = b1.z, a[14] = a1.w, a[15] = b1.w;
-  }
-};
 
 template <class A, class B>
 struct H3SameType {
@@ -446,12 +399,9 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
   static_assert(!kTail || (!kSplitK && !kPingPong), "tail split: cooperative schedule, no split-K");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kHook = ProducerSmem<Pro, 0>::value;
-  constexpr bool kDecA = ProducerDecodeA<Pro, false>::value;
-  static_assert(!kDecA || (kFmt == 0 && kPromote == 0 && !kPingPong && !kSplitK && kWG == 2),
-                "NVFP4 A: bf16 engine, cooperative schedule, no promotion, no split-K");
   using Cfg = Sm90GemmCfg<kFmt, kBN, kPromote, kCluster,
                           kPf || EpiFullStaging<Epi, false>::value, kWG, kVec,
-                          EpiStagingBoxes<Epi, kStagingBoxes>::value, kHook, kDecA>;
+                          EpiStagingBoxes<Epi, kStagingBoxes>::value, kHook>;
   constexpr int kLaunchRegs = (65536 / Cfg::kThreads) / 8 * 8;  // see Sm90GemmCfg's NOTE
   constexpr int kProducerRegs = ProducerRegs<Pro, Cfg::kProducerRegs>::value;
   constexpr int kConsumerRegs =
@@ -653,14 +603,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           }
 #endif
           mbar_arrive_expect_tx(&full[s], Cfg::kStageBytes);
-          if constexpr (kDecA) {
-            tma_load_2d(st, &desc_a, (kt0 + kt) * 32, m0, &full[s]);
-            // (the scales' box starts at a 16-byte column: the four k-tiles' scales from
-            // (kt0 + kt) & ~3; decode_a reads the k-tile's at byte 4 ((kt0 + kt) & 3))
-            tma_load_2d(st + Cfg::kCodeBytes, pro.sf_map(), ((kt0 + kt) & ~3) * 4, m0, &full[s]);
-          } else {
-            tma_load_2d(st, &desc_a, x, m0, &full[s]);
-          }
+          tma_load_2d(st, &desc_a, x, m0, &full[s]);
           u8* bdst = st + Cfg::kABytes + rank * Cfg::kBSliceRows * Cfg::kBKBytes;
           if constexpr (kCluster == 2) {
             tma_load_2d_multicast(bdst, &desc_b, x, nslice, &full[s], 3u);
@@ -903,8 +846,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         // operand prefetch (if any) starts.
         H3_EP_DECL(ep_full);
         H3_EP_DECL(ep_full_head);
-        // (af: kDecA's A fragments of the k-tile, which its wgmmas read until they complete)
-        auto issue = [&](float(&f)[Cfg::kAcc], int kt, bool fresh, u32(&af)[16]) {
+        auto issue = [&](float(&f)[Cfg::kAcc], int kt, bool fresh) {
           const int s = (it0 + kt) % S;
           H3_EP_STAMP(fw0);
 #ifdef H3_ENGINE_PROBE
@@ -914,13 +856,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           H3_EP_STAMP(fw1);
           H3_EP_ACC(ep_full, fw0, fw1);
           H3_EP_ACC_IF(kt < S, ep_full_head, fw0, fw1);
-          if constexpr (kDecA) {
-            const u8* st = smem + s * Cfg::kStageBytes;
-#ifndef H3_DEC_NODECODE  // (timing only, probe_fused.py: the wgmmas read zero fragments)
-            pro.decode_a(st + 64 * (wg - 1) * 32,
-                         st + Cfg::kCodeBytes + 64 * (wg - 1) * 16 + ((kt0 + kt) & 3) * 4, af);
-#endif
-          }
+          const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
           const u32 b_base = smem_addr(smem + s * Cfg::kStageBytes + Cfg::kABytes);
           wgmma_fence();
           // Each k-step's descriptors are the k-tile's plus the step's offset in 16-byte units
@@ -928,14 +864,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           // from the address per wgmma: ~9% fewer mainloop instructions; measured 1.2-5.7% faster
           // FP8 kernels, the same bytes (benchmarks/NOTES.md session 19; the rebuilt form is at
           // commit 9bb6908).
-          if constexpr (kDecA) {
-            const u64 db = wgmma_desc_k128b(b_base);
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-              wgmma_step_rs<kBN>(f, *reinterpret_cast<const u32(*)[4]>(af + 4 * k),
-                                 db + (Cfg::kStepBytes >> 4) * k, fresh ? k : 1);
-          } else {
-            const u32 a_base = smem_addr(smem + s * Cfg::kStageBytes + a_off);
+          {
             const u64 da = wgmma_desc_k128b(a_base), db = wgmma_desc_k128b(b_base);
             const u64 hi = da & 0xffffffff00000000ull;  // the same in both (layout, no address)
             const u32 alo = static_cast<u32>(da), blo = static_cast<u32>(db);
@@ -956,34 +885,12 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           }
         };
         auto stage_of = [&](int kt) { return (it0 + kt) % S; };
-        // kDecA: k-tile kt's A fragments are af[kt % 2], free again once that k-tile's wgmmas
-        // have completed (the wait<1> after the next one's issue), so the loop runs in pairs.
-        u32 af[2][16];
-#ifdef H3_DEC_NODECODE
-        if constexpr (kDecA) {
-#pragma unroll
-          for (int i = 0; i < 16; ++i) af[0][i] = af[1][i] = 0u;
-        }
-#endif
         if constexpr (kPromote == 0) {
-          auto step = [&](int kt, u32(&a)[16]) {
-            issue(acc, kt, false, a);
+          for (int kt = 0; kt < k_tiles; ++kt) {
+            issue(acc, kt, false);
             // Keep one k-tile of wgmma in flight: the previous one has completed, free its stage.
             wgmma_wait<1>();
             if (kt > 0) release(stage_of(kt - 1));
-          };
-          if constexpr (kDecA) {
-            // Whole pairs, then the odd k-tile: with the pair's second half under a condition,
-            // or a loop for the tail, ptxas cannot tell which fragment the wgmmas in flight read
-            // and serializes them all (C7513; one register quad for every k-step).
-            int kt = 0;
-            for (; kt + 1 < k_tiles; kt += 2) {
-              step(kt, af[0]);
-              step(kt + 1, af[1]);
-            }
-            if (kt < k_tiles) step(kt, af[0]);
-          } else {
-            for (int kt = 0; kt < k_tiles; ++kt) step(kt, af[0]);
           }
           wgmma_wait<0>();
           // NOTE: without the fence the compiler may hoist epilogue reads of acc above the wait;
@@ -994,7 +901,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
         } else if constexpr (kPromote == 1) {
           float part[Cfg::kAcc];
           for (int kt = 0; kt < k_tiles; ++kt) {
-            issue(part, kt, true, af[0]);
+            issue(part, kt, true);
             wgmma_wait<0>();
             release(stage_of(kt));
             fence_fragment(part);
@@ -1022,7 +929,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           auto short_span = [&](int kt, int n) {
 #pragma unroll
             for (int q = 0; q < kSpan - 1; ++q)
-              if (q < n) issue(part, kt + q, q == 0, af[0]);
+              if (q < n) issue(part, kt + q, q == 0);
             wgmma_wait<0>();
 #pragma unroll
             for (int q = 0; q < kSpan - 1; ++q)
@@ -1036,7 +943,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           }
           for (; kt + kSpan <= k_tiles; kt += kSpan) {
 #pragma unroll
-            for (int q = 0; q < kSpan; ++q) issue(part, kt + q, q == 0, af[0]);
+            for (int q = 0; q < kSpan; ++q) issue(part, kt + q, q == 0);
             // wait_group needs an immediate: q = 0..kSpan-1 leave kSpan-1-q groups pending
             wgmma_wait<kSpan - 1>();
             release(stage_of(kt));
@@ -1056,7 +963,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
           // Issue k-tile kt into `cur` (if any remain), then retire k-tile kt - 1 from `prev`.
           auto step = [&](float(&cur)[Cfg::kAcc], float(&prev)[Cfg::kAcc], int kt) {
             if (kt < k_tiles) {
-              issue(cur, kt, true, af[0]);
+              issue(cur, kt, true);
               wgmma_wait<1>();
             } else {
               wgmma_wait<0>();
@@ -1065,7 +972,7 @@ H3_DEVICE void gemm_sm90_body(const TmaDesc& desc_a, const TmaDesc& desc_b, int 
 #pragma unroll
             for (int i = 0; i < Cfg::kAcc; ++i) acc[i] += prev[i];
           };
-          if (k_tiles > 0) issue(p0, 0, true, af[0]);
+          if (k_tiles > 0) issue(p0, 0, true);
           for (int kt = 1; kt <= k_tiles; kt += 2) {
             step(p1, p0, kt);
             if (kt + 1 <= k_tiles) step(p0, p1, kt + 1);

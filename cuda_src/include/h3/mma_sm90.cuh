@@ -128,36 +128,6 @@ H3_DEVICE void wgmma_step(float (&d)[kN / 2], u64 desc_a, u64 desc_b, int scale_
 #endif
 }
 
-// d (+)= A(registers) * B(desc)^T for one bf16 k-step of a 64 x kN tile, A as the warpgroup's
-// register fragment: warp w's rows 16w..16w+15 like the mma.sync m16n8k16 A fragment (a0: row
-// lane / 4, columns 2 (lane % 4) and + 1; a1: that row + 8; a2 / a3: the same rows, columns + 8).
-// (The NVFP4 engine form, kDecA: its consumers decode A into these registers.)
-#define H3_WGMMA_RS_ASM(SHAPE, REGS, A0, A1, A2, A3, ID_B, ID_S)                        \
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" ID_S ", 0;\n"                          \
-               " wgmma.mma_async.sync.aligned." SHAPE " {" REGS "}, {%" A0 ", %" A1 ", %" A2 \
-               ", %" A3 "}, %" ID_B ", p, 1, 1, 0;\n}"
-template <int kN>
-H3_DEVICE void wgmma_step_rs(float (&d)[kN / 2], const u32 (&a)[4], u64 desc_b, int scale_d) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(kN == 128 || kN == 224 || kN == 256, "wgmma_step_rs: N must be 128, 224 or 256");
-  if constexpr (kN == 128) {
-    H3_WGMMA_RS_ASM("m64n128k16.f32.bf16.bf16", H3_REGS64, "64", "65", "66", "67", "68", "69")
-                 : H3_ACC64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-  } else if constexpr (kN == 224) {
-    H3_WGMMA_RS_ASM("m64n224k16.f32.bf16.bf16", H3_REGS112, "112", "113", "114", "115", "116",
-                    "117")
-                 : H3_ACC112 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-  } else {
-    H3_WGMMA_RS_ASM("m64n256k16.f32.bf16.bf16", H3_REGS128, "128", "129", "130", "131", "132",
-                    "133")
-                 : H3_ACC128 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-  }
-#else
-  __trap();
-#endif
-}
-#undef H3_WGMMA_RS_ASM
-
 #undef H3_WGMMA_ASM
 #undef H3_ACC128
 #undef H3_ACC112

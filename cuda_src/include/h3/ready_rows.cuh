@@ -18,9 +18,7 @@
 // H3_FUSED_NOPOLL / H3_FUSED_NOPFENCE (no per-tile counter poll / no proxy fence after it),
 // H3_FUSED_NOFENCE (no per-row proxy fence), H3_FUSED_EVICT (the codes pass's loads
 // evict-first), H3_FUSED_PREGS=N (the producer warpgroup's register budget), H3_FUSED_NOAPRIME
-// (the NVFP4 rows' a' stores dropped: the engine reads an earlier call's a'); and in the engine,
-// H3_DEC_NODECODE (h3/gemm_sm90.cuh, kDecodeA: the decode skipped, the wgmmas read zero A
-// fragments).
+// (the NVFP4 rows' a' stores dropped: the engine reads an earlier call's a').
 __device__ unsigned long long h3_probe[8];
 #define H3_PROBE_NOW(t) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t))
 #define H3_PROBE_ADD(i, v) atomicAdd(&h3_probe[i], static_cast<unsigned long long>(v))
