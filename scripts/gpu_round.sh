@@ -49,6 +49,9 @@
 #               tree; no sanitizers; ~2 minutes (H100, session 48: 128 s)
 #   first-group the NVFP4 out_proj's single launch with groups of 4 M-tile pairs and a first group
 #               of 3 then 4 (probe_fused.py variants g4 / fg3g4) at every centre; ~2 minutes
+#   nvfp4-tests the NVFP4 selection of the GPU tests (both ops on both back ends and both out_proj
+#               forms, the codec probe, the dequantization and the NVFP4 GEMM), then memcheck and
+#               synccheck of both ops' Hopper paths (memcheck_ops.py --nvfp4); ~3 minutes
 #   probe-nvfp4 the NVFP4 out_proj's single launch against its bare GEMM launch with timing-only
 #               builds (the a' stores dropped; only the consumers' first round; no tile waits) and
 #               the probe counters, at M = 4824 / 9648 / 38592 (scripts/probe_fused.py --op nvfp4)
@@ -281,6 +284,12 @@ case "$MODE" in
     run 300 "$OUT/bench.log" python3 scripts/probe_fused.py --op nvfp4 --m 4824 9648 38592 \
       --reps 20 --variant noaprime=H3_FUSED_NOAPRIME idle=H3_FUSED_IDLESPARE,H3_FUSED_NOPOLL \
       nopoll=H3_FUSED_NOPOLL --json "$OUT/probe_nvfp4.json"
+    ;;
+  nvfp4-tests)
+    run 300 "$OUT/tests.log" env OMP_NUM_THREADS=2 "${PYTEST[@]}" -n 8 \
+      tests/test_codec_gpu.py tests/test_out_proj_gpu.py tests/test_pre_attention_gpu.py \
+      tests/test_gemm_gpu.py -k "nvfp4"
+    nvfp4_sanitizers
     ;;
   first-group)
     # the NVFP4 single launch (a' form) with smaller tile groups (NOTES, session 50's prediction):
