@@ -32,6 +32,14 @@ from h3cupy.ops import mlp, out_proj, pre_attention
 from h3cupy.reference import inputs
 from h3cupy.verify import mlp_fp8_operands
 
+# the pre-attention ops' out modes with their per-kind scalars (any positive values: the
+# sanitizers check memory accesses, not results)
+OUT_MODES = (
+    ("bf16", {}),
+    ("e4m3", dict(q_descale=0.05, k_descale=0.05, v_descale=0.05)),
+    ("nvfp4", dict(q_global_scale=500.0, k_global_scale=500.0, v_global_scale=500.0)),
+)
+
 
 def fp8_pre_attention_single_launch(m: int, rng) -> None:
     """The FP8 pre-attention with its prologue inside the GEMM launch
@@ -44,11 +52,7 @@ def fp8_pre_attention_single_launch(m: int, rng) -> None:
     default = pre_attention.FP8_FUSED_PROLOGUE
     pre_attention.FP8_FUSED_PROLOGUE = True
     try:
-        for out_mode, kw in (
-            ("bf16", {}),
-            ("e4m3", dict(q_descale=0.05, k_descale=0.05, v_descale=0.05)),
-            ("nvfp4", dict(q_global_scale=500.0, k_global_scale=500.0, v_global_scale=500.0)),
-        ):
+        for out_mode, kw in OUT_MODES:
             pre_attention.minimax_h3_fp8_pre_attention(
                 *(dev[k] for k in keys[:5]),
                 cupy.asarray(wq),
@@ -99,28 +103,19 @@ def nvfp4_out_proj(m: int, rng) -> None:
 def nvfp4_pre_attention(m: int, rng) -> None:
     """The NVFP4 pre-attention's Hopper path (the prologue's codes, a' and w', the bf16 engine),
     every out mode, at M (128 x 256 tiles in clusters of two) and at M = 200 (128-column tiles
-    alone)."""
+    alone); the weight quantized on the device (weights.quantize_minimax_h3_qkv_weight_nvfp4)."""
     ga = cupy.asarray(np.array([4.0], np.float32))  # (any positive scale: codes are not checked)
     keys = inputs.QUANT_PRE_ATTENTION_KEYS
-    wq = None
     for rows in (m, 200):
         host = inputs.pre_attention_inputs(rows, rows=9, index_dtype=np.int32, rng=rng)
-        if wq is None:  # (the weight's host quantization once)
-            w = host["qkv_weight"]
-            gw = formats.nvfp4_global_scale_from_amax(float(np.abs(w.astype(np.float32)).max()))
-            wq, wsf = formats.nvfp4_quantize(w, gw)
-            wq, wsf = cupy.asarray(wq), cupy.asarray(formats.swizzle_sf_128x4(wsf))
+        wq, wsf, gw = weights.quantize_minimax_h3_qkv_weight_nvfp4(cupy.asarray(host["qkv_weight"]))
         dev = {k: cupy.asarray(host[k]) for k in keys}
-        for out_mode, kw in (
-            ("bf16", {}),
-            ("e4m3", dict(q_descale=0.05, k_descale=0.05, v_descale=0.05)),
-            ("nvfp4", dict(q_global_scale=500.0, k_global_scale=500.0, v_global_scale=500.0)),
-        ):
+        for out_mode, kw in OUT_MODES:
             pre_attention.minimax_h3_nvfp4_pre_attention(
                 *(dev[k] for k in keys[:5]),
                 wq,
                 wsf,
-                float(gw),
+                gw,
                 ga,
                 *(dev[k] for k in keys[5:]),
                 out_mode=out_mode,
